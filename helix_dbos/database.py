@@ -1,0 +1,123 @@
+"""Which Postgres to use: one resolution rule for the library, the CLI and the tests.
+
+The first of these that is set wins:
+
+1. an explicit URL (the CLI's ``--database-url`` flag, or ``database_url=`` in code);
+2. ``HELIX_DATABASE_URL``;
+3. ``DBOS_SYSTEM_DATABASE_URL``;
+4. an embedded Postgres (the ``embedded`` extra, pgserver) in ``./.helix/pgdata``,
+   reused on the next start and stopped when the last process using it exits.
+
+DBOS's system tables (schema ``dbos``) and ours (schema ``helix``) share that database::
+
+    >>> url = resolve_database_url()          # doctest: +SKIP
+    >>> check_connection(url)                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import psycopg
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from helix_dbos.errors import DatabaseError
+
+ENV_URL_VARS = ("HELIX_DATABASE_URL", "DBOS_SYSTEM_DATABASE_URL")
+DEFAULT_EMBEDDED_DIR = Path(".helix") / "pgdata"
+EMBEDDED_DIR_VAR = "HELIX_EMBEDDED_PGDATA"
+
+_embedded_servers: dict[Path, object] = {}
+
+
+def resolve_database_url(database_url: str | None = None) -> str:
+    """Return the database URL to use, starting the embedded server when nothing is set."""
+    if database_url:
+        return validate_url(database_url)
+    for var in ENV_URL_VARS:
+        value = os.environ.get(var)
+        if value:
+            return validate_url(value)
+    return start_embedded(Path(os.environ.get(EMBEDDED_DIR_VAR) or DEFAULT_EMBEDDED_DIR))
+
+
+def validate_url(url: str) -> str:
+    """Reject what is not a Postgres URL, with a message that names the problem."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise DatabaseError(f"not a database URL: {url!r} (expected postgresql://user@host:port/dbname)") from None
+    if not parsed.drivername.startswith("postgres"):
+        raise DatabaseError(f"not a Postgres URL: {url!r} (helix-dbos needs PostgreSQL)")
+    return url
+
+
+def start_embedded(pgdata: Path) -> str:
+    """Start (or reuse) the embedded Postgres in ``pgdata`` and return its URL."""
+    pgdata = pgdata.resolve()
+    server = _embedded_servers.get(pgdata)
+    if server is None:
+        try:
+            with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
+                warnings.simplefilter("ignore")
+                import pgserver
+        except ImportError:
+            raise DatabaseError(
+                "no database configured and the embedded Postgres is not installed: "
+                "set HELIX_DATABASE_URL or install helix-dbos[embedded]"
+            ) from None
+        pgdata.mkdir(parents=True, exist_ok=True)
+        try:
+            server = pgserver.get_server(pgdata, cleanup_mode="stop")
+        except Exception as exc:  # pgserver raises plain exceptions with the server log
+            raise DatabaseError(f"could not start the embedded Postgres in {pgdata}: {_first_line(exc)}") from None
+        _embedded_servers[pgdata] = server
+    return render_url(str(server.get_uri()))  # type: ignore[attr-defined]
+
+
+def check_connection(url: str, timeout_seconds: int = 5) -> None:
+    """Connect once, or raise :class:`DatabaseError` saying why not."""
+    try:
+        with psycopg.connect(libpq_url(url), connect_timeout=timeout_seconds) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        raise DatabaseError(f"cannot connect to {redact(url)}: {_first_line(exc)}") from None
+
+
+def libpq_url(url: str) -> str:
+    """The URL as libpq wants it (no SQLAlchemy ``+driver`` suffix)."""
+    return render_url(url, drivername="postgresql")
+
+
+def render_url(url: str | URL, **changes: str) -> str:
+    """``url`` with ``changes`` applied (``database=``, ``drivername=``...), as a string
+    that libpq and SQLAlchemy both read back the same.
+
+    SQLAlchemy writes a space in the query string as ``+``, which libpq keeps as a
+    literal ``+``: a socket directory with a space, or ``?options=-c%20...``, would
+    break. ``%20`` means a space to both::
+
+        >>> render_url("postgresql://postgres:@/postgres?host=/tmp/my dir", database="app")
+        'postgresql://postgres:@/app?host=%2Ftmp%2Fmy%20dir'
+    """
+    parsed = make_url(url) if isinstance(url, str) else url
+    rendered = parsed.set(**changes).render_as_string(hide_password=False)
+    base, sep, query = rendered.partition("?")
+    # A literal + in the query is %2B by now; a space is never valid raw in a URI.
+    return (base + sep + query.replace("+", "%20")).replace(" ", "%20")
+
+
+def redact(url: str) -> str:
+    """The URL with its password hidden, for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<invalid url>"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

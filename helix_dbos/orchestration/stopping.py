@@ -1,0 +1,96 @@
+"""Whether to stop, and how a run ends (seed 000 "Stop Condition Checking"; seed 001
+"Stop on tool-call count, not finishReason")::
+
+    >>> from helix_dbos.types import TextStepResult
+    >>> should_stop_execution(TextStepResult(content="hi"), 10, StopConfig(max_steps=10))
+    True
+    >>> determine_final_status(TextStepResult(content="hi", stop_reason="refusal"))
+    'failed'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from helix_dbos.types import (
+    ErrorStepResult,
+    StepResult,
+    StopReason,
+    StructuredOutputStepResult,
+    TextStepResult,
+    ToolCallsStepResult,
+)
+
+ERROR_STOP_REASONS: frozenset[StopReason] = frozenset(
+    {"max_tokens", "content_filter", "refusal", "error", "unknown"}
+)
+"""Stop reasons that make a run fail (seed 000 ``determineFinalStatus``)."""
+
+RECOVERABLE_ERROR_STOP_REASONS: frozenset[StopReason] = frozenset({"max_tokens"})
+"""Error stop reasons an agent with an output schema retries (with a correction message)."""
+
+
+@dataclass(frozen=True)
+class StopConfig:
+    """Limits checked by :func:`should_stop_execution`.
+
+    ``stop_when`` is the seed 000 predicate over the step result (sync). The seed 001
+    stop conditions over the loop state are compiled by ``compile_stop_conditions``.
+    """
+
+    max_steps: int | None = None
+    stop_when: Callable[[StepResult], bool] | None = None
+
+
+def should_stop_execution(step_result: StepResult, step_count: int, config: StopConfig) -> bool:
+    """Whether the agent stops after this step, checked in the seed's priority order:
+    structured output, error with ``should_stop``, text with ``should_stop``, max steps,
+    custom ``stop_when``.
+    """
+    if isinstance(step_result, StructuredOutputStepResult):
+        return True
+    if isinstance(step_result, (ErrorStepResult, TextStepResult)) and step_result.should_stop:
+        return True
+    if config.max_steps is not None and step_count >= config.max_steps:
+        return True
+    return config.stop_when is not None and bool(config.stop_when(step_result))
+
+
+def is_error_stop_reason(stop_reason: StopReason | None) -> bool:
+    """Whether ``stop_reason`` makes a run fail (``max_tokens``, ``content_filter``,
+    ``refusal``, ``error``, ``unknown``)."""
+    return stop_reason in ERROR_STOP_REASONS
+
+
+def is_recoverable_error_stop_reason(stop_reason: StopReason | None) -> bool:
+    """Whether an agent with an output schema should retry instead of failing: only
+    ``max_tokens``. See ``max_tokens_recovery_message``.
+
+    >>> is_recoverable_error_stop_reason("max_tokens"), is_recoverable_error_stop_reason("refusal")
+    (True, False)
+    """
+    return stop_reason in RECOVERABLE_ERROR_STOP_REASONS
+
+
+def determine_final_status(step_result: StepResult) -> Literal["completed", "failed"]:
+    """``failed`` for an error step or an error stop reason, else ``completed``."""
+    if isinstance(step_result, ErrorStepResult) or is_error_stop_reason(step_result.stop_reason):
+        return "failed"
+    return "completed"
+
+
+def should_continue(step_result: StepResult) -> bool:
+    """Whether the loop runs another turn: exactly when the step made tool (or sub-agent)
+    calls, whatever its finish reason says (some models report ``end_turn`` while a tool
+    call is pending).
+
+    >>> from helix_dbos.types import ParsedToolCall
+    >>> should_continue(ToolCallsStepResult(
+    ...     tool_calls=[ParsedToolCall(id="t1", name="search")], stop_reason="end_turn"))
+    True
+    """
+    return isinstance(step_result, ToolCallsStepResult) and bool(
+        step_result.tool_calls or step_result.sub_agent_calls
+    )

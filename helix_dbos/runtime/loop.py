@@ -1,0 +1,413 @@
+"""One run of an agent as workflow code: deterministic, with every side effect a DBOS step.
+
+Per agent step::
+
+    llm step  ->  plan (pure)  ->  phase 1: regular tools, parallel, one step each
+              ->  phase 2: finishWith tools, in order  ->  ONE commit transaction
+
+The loop keeps the transcript and the state in memory. It reads them once, at the start
+of the run, from the append-only logs as of the run's first step, so a recovered run
+rebuilds exactly what the crashed one had before replaying its checkpointed steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, get_args
+
+from dbos import DBOS
+
+from helix_dbos.agents import AgentConfig
+from helix_dbos.orchestration import (
+    RunawayGuard,
+    StepProcessingPlan,
+    StopInfo,
+    build_messages_for_llm,
+    create_assistant_message,
+    create_tool_result_message,
+    determine_final_status,
+    is_recoverable_error_stop_reason,
+    max_tokens_recovery_message,
+    plan_step_processing,
+    resolve_finish_with,
+    should_continue,
+    synthesize_step_tool_results,
+)
+from helix_dbos.runtime.hooks import fire_hook
+from helix_dbos.runtime.requests import RunRequest, RunStart, ToolOutcome
+from helix_dbos.state import StateTracker, apply_step_writes, merge_step_writes, step_writes_to_rfc6902
+from helix_dbos.tools import HookContext
+from helix_dbos.types import (
+    FINISH_TOOL_NAME,
+    AgentResult,
+    AssistantMessage,
+    Message,
+    ParsedToolCall,
+    StepResult,
+    StopReason,
+    TextStepResult,
+    ToolResultMessage,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.executor import DBOSAgentExecutor
+
+logger = logging.getLogger("helix_dbos")
+
+SNAPSHOT_EVERY_STEPS = 100
+"""A full copy of the state is stored every this many steps; patches cover the rest."""
+
+
+@dataclass
+class Terminal:
+    """How a run ends, when a step ends it."""
+
+    status: str
+    output: Any = None
+    error: str | None = None
+    stop_reason: str | None = None
+
+    def as_payload(self) -> dict[str, Any]:
+        return {"status": self.status, "output": self.output, "error": self.error, "stop_reason": self.stop_reason}
+
+
+@dataclass
+class StepOutput:
+    """Everything one agent step produced, before it is committed."""
+
+    messages: list[Message] = field(default_factory=list)
+    writes: list[Any] = field(default_factory=list)
+    usage_rows: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    outcomes: list[ToolOutcome] = field(default_factory=list)
+    results: list[ToolResultMessage] = field(default_factory=list)
+    terminal: Terminal | None = None
+    extra_messages: list[Message] = field(default_factory=list)
+
+
+class AgentLoop:
+    """Runs one :class:`RunRequest` to its end. Created inside the workflow."""
+
+    def __init__(self, executor: DBOSAgentExecutor, agent: AgentConfig, request: RunRequest) -> None:
+        self.ex = executor
+        self.agent = agent
+        self.req = request
+        self.messages: list[Message] = []
+        self.state: dict[str, Any] = {}
+        self.step_count = 0
+        self.steps: list[StepResult] = []
+        self.usage = Usage()
+        self.last_usage = Usage()
+        self.guard = RunawayGuard()
+
+    async def run(self, start: RunStart) -> AgentResult:
+        self.step_count = start.step_count
+        self.messages, self.state = await asyncio.to_thread(
+            self.ex.load_run_context, self.req.session_id, start.message_seq, start.step_count
+        )
+        while True:
+            step_no = self.step_count + 1
+            out = await self._run_step(step_no)
+            interrupted = await self._commit(step_no, out)
+            await self._after_commit(step_no, out)
+            if out.terminal is not None:
+                return self._result(out.terminal)
+            if interrupted:
+                return self._result(Terminal(status="interrupted", stop_reason="interrupted"))
+
+    # --- one step ---------------------------------------------------------------------
+
+    async def _run_step(self, step_no: int) -> StepOutput:
+        step_result, usage = await self._call_llm()
+        self.steps.append(step_result)
+        self.usage = self.usage + usage
+        self.last_usage = usage
+        plan = plan_step_processing(step_result, output_schema=self.agent.output_schema)
+        out = StepOutput()
+        out.usage_rows.append(_llm_usage_row(self.agent.llm_config.model, usage, step_result))
+        out.events.append({"type": "step_start", "data": {"step": step_no}})
+        if plan.assistant_message_plan is not None:
+            assistant = create_assistant_message(plan.assistant_message_plan)
+            out.messages.append(assistant)
+            out.events.extend(_assistant_events(assistant))
+        await self._run_tools(step_no, plan, out)
+        out.terminal = await self._decide(step_result, plan, out)
+        out.events.append({"type": "step_finish", "data": _step_finish_data(step_no, step_result, usage)})
+        out.events.extend(_terminal_events(out.terminal))
+        return out
+
+    async def _call_llm(self) -> tuple[StepResult, Usage]:
+        messages = build_messages_for_llm(self.messages, self.agent.system_prompt_for, self.state)
+        return await DBOS.run_step_async(
+            {"name": "llm"}, self.ex.call_llm, self.agent.name, messages
+        )
+
+    async def _run_tools(self, step_no: int, plan: StepProcessingPlan, out: StepOutput) -> None:
+        regular, finishers, unknown = self._classify(plan.pending_tool_calls)
+        base = StateTracker(self.state).get_state()  # one shared read-only view for every tool
+        phase1 = await self._run_parallel(step_no, regular, base)
+        phase1_writes = merge_step_writes([o.writes for o in phase1])
+        state = apply_step_writes(self.state, phase1_writes)
+        writes = list(phase1_writes)
+        phase2: list[ToolOutcome] = []
+        for call in finishers:
+            outcome = await self._run_tool_step(step_no, call, state)
+            phase2.append(outcome)
+            if outcome.writes:
+                state = apply_step_writes(state, outcome.writes)
+                writes = merge_step_writes([writes, outcome.writes])
+        out.outcomes = phase1 + phase2
+        out.writes = writes
+        results: list[ToolResultMessage] = [_result_message(o) for o in out.outcomes]
+        results += [_unknown_tool_message(call) for call in unknown]
+        results += synthesize_step_tool_results(plan)
+        out.results = _in_call_order(results, plan)
+        out.messages.extend(out.results)
+        for outcome in out.outcomes:
+            out.usage_rows.append(_tool_usage_row(outcome))
+            out.events.extend(outcome.events)
+        out.events.extend(_tool_result_events(out.results))
+        if writes:
+            out.events.append({"type": "state_patch", "data": {"patches": step_writes_to_rfc6902(writes)}})
+
+    def _classify(
+        self, calls: list[ParsedToolCall]
+    ) -> tuple[list[ParsedToolCall], list[ParsedToolCall], list[ParsedToolCall]]:
+        regular, finishers, unknown = [], [], []
+        for call in calls:
+            tool = self.agent.get_tool(call.name)
+            if tool is None or tool.name == FINISH_TOOL_NAME:
+                unknown.append(call)
+            elif tool.finish_with:
+                finishers.append(call)
+            else:
+                regular.append(call)
+        return regular, finishers, unknown
+
+    async def _run_parallel(
+        self, step_no: int, calls: list[ParsedToolCall], base_state: dict[str, Any]
+    ) -> list[ToolOutcome]:
+        """Run calls concurrently under the agent's cap; step ids are fixed in call order first."""
+        reservations = [DBOS.reserve_step() for _ in calls]
+        limit = asyncio.Semaphore(max(1, self.agent.max_tool_concurrency))
+
+        async def run_one(reservation: Any, call: ParsedToolCall) -> ToolOutcome:
+            async with limit:
+                return await reservation.run_async(
+                    {"name": f"tool:{call.name}"}, self.ex.run_tool, self._tool_job(step_no, call, base_state)
+                )
+
+        return list(await asyncio.gather(*(run_one(r, c) for r, c in zip(reservations, calls))))
+
+    async def _run_tool_step(self, step_no: int, call: ParsedToolCall, base_state: dict[str, Any]) -> ToolOutcome:
+        return await DBOS.run_step_async(
+            {"name": f"tool:{call.name}"}, self.ex.run_tool, self._tool_job(step_no, call, base_state)
+        )
+
+    def _tool_job(self, step_no: int, call: ParsedToolCall, base_state: dict[str, Any]) -> ToolJob:
+        return ToolJob(self.agent.name, self.req.session_id, step_no, call, base_state)
+
+    # --- deciding how the step ends -----------------------------------------------------
+
+    async def _decide(self, step_result: StepResult, plan: StepProcessingPlan, out: StepOutput) -> Terminal | None:
+        if plan.is_terminal and plan.status_update is not None:
+            update = plan.status_update
+            return Terminal(update.status, update.output, update.error, plan.stop_reason)
+        finished = self._finish_with_terminal(out.outcomes)
+        if finished is not None:
+            return finished
+        tripped = self.guard.record_step(out.results)
+        if tripped is not None:
+            error = f"tool {tripped!r} failed on {self.guard.max_same_tool_errors} consecutive steps"
+            return Terminal("failed", error=error, stop_reason="error")
+        if not should_continue(step_result):
+            ended = self._text_terminal(step_result, out)
+            if ended is not None:
+                return ended
+        if await self.agent.should_stop(StopInfo(steps=self.steps, step_count=self.step_count + 1, usage=self.usage)):
+            return self._stopped_by_condition()
+        return None
+
+    def _finish_with_terminal(self, outcomes: list[ToolOutcome]) -> Terminal | None:
+        """The first successful finishWith call completes the agent (seed 003)."""
+        described = []
+        for outcome in outcomes:
+            tool = self.agent.get_tool(outcome.tool_name)
+            assert tool is not None
+            described.append(tool.outcome(outcome.tool_call_id, output=outcome.result, error=outcome.error))
+        resolution = resolve_finish_with(described, self.agent.output_schema)
+        if resolution.status == "completed":
+            return Terminal("completed", output=resolution.output, stop_reason="tool_use")
+        if resolution.status == "failed":
+            return Terminal("failed", error=resolution.error, stop_reason="error")
+        return None
+
+    def _text_terminal(self, step_result: StepResult, out: StepOutput) -> Terminal | None:
+        """A step without tool calls ends the turn, unless a structured-output agent can recover."""
+        stop_reason = getattr(step_result, "stop_reason", None)
+        if self.agent.output_schema is not None:
+            if is_recoverable_error_stop_reason(stop_reason):
+                out.extra_messages.append(max_tokens_recovery_message(self.agent.finish_tool_name or FINISH_TOOL_NAME))
+                return None
+            if determine_final_status(step_result) == "completed":
+                return None  # keep going: the model must call the completion tool
+        status = determine_final_status(step_result)
+        if status == "failed":
+            error = getattr(step_result, "error", None) or f"model stopped with reason {stop_reason}"
+            return Terminal("failed", error=error, stop_reason=stop_reason or "error")
+        output = step_result.content if isinstance(step_result, TextStepResult) else None
+        return Terminal("completed", output=output, stop_reason=stop_reason or "end_turn")
+
+    def _stopped_by_condition(self) -> Terminal:
+        if self.agent.output_schema is not None:
+            return Terminal("failed", error="stopped before producing output (max_steps or stop_when)", stop_reason="max_steps")
+        last = self.steps[-1]
+        output = getattr(last, "content", None)
+        return Terminal("completed", output=output, stop_reason="max_steps")
+
+    # --- commit and after -----------------------------------------------------------
+
+    async def _commit(self, step_no: int, out: StepOutput) -> bool:
+        new_state = apply_step_writes(self.state, out.writes) if out.writes else self.state
+        payload = {
+            "session_id": self.req.session_id,
+            "run": self.req.run,
+            "step": step_no,
+            "messages": [m.model_dump(mode="json", exclude_none=True) for m in out.messages + out.extra_messages],
+            "patch": step_writes_to_rfc6902(out.writes) if out.writes else None,
+            "snapshot": new_state if step_no % SNAPSHOT_EVERY_STEPS == 0 else None,
+            "usage": out.usage_rows,
+            "events": out.events,
+            "terminal": out.terminal.as_payload() if out.terminal else None,
+        }
+        committed = await asyncio.to_thread(self.ex.commit_step, payload)
+        self.messages = self.messages + out.messages + out.extra_messages
+        self.state = new_state
+        self.step_count = step_no
+        return bool(committed["interrupted"])
+
+    async def _after_commit(self, step_no: int, out: StepOutput) -> None:
+        """Hooks that observe a committed step (they run again if a recovered run replays it)."""
+        hooks = self.agent.hooks
+        ctx = HookContext(self.req.session_id, self.agent.name, step_no, StateTracker(self.state))
+        calls = {c.id: c for c in _tool_calls(out.messages)}
+        for message in out.messages:
+            await fire_hook(hooks, "on_message", message, ctx)
+        for result in out.results:
+            if result.tool_call_id in calls and result.tool_name != FINISH_TOOL_NAME:
+                await fire_hook(hooks, "after_tool", calls[result.tool_call_id], result, ctx)
+        await fire_hook(hooks, "on_step_finish", self.steps[-1], self.last_usage, ctx)
+        if out.terminal is not None and out.terminal.status == "completed":
+            await fire_hook(hooks, "on_agent_complete", self._result(out.terminal), ctx)
+
+    def _result(self, terminal: Terminal) -> AgentResult:
+        return AgentResult(
+            session_id=self.req.session_id,
+            status=terminal.status,  # type: ignore[arg-type]
+            output=terminal.output,
+            error=terminal.error,
+            step_count=self.step_count,
+            stop_reason=_model_stop_reason(terminal.stop_reason),
+        )
+
+
+@dataclass
+class ToolJob:
+    """What a tool step needs: the call and the state it starts from."""
+
+    agent_name: str
+    session_id: str
+    step: int
+    call: ParsedToolCall
+    base_state: dict[str, Any]
+
+
+# --- pure helpers that shape messages, events and usage rows ------------------------------
+
+
+def _result_message(outcome: ToolOutcome) -> ToolResultMessage:
+    return create_tool_result_message(
+        outcome.tool_call_id, outcome.tool_name, result=outcome.result, success=outcome.success, error=outcome.error
+    )
+
+
+def _unknown_tool_message(call: ParsedToolCall) -> ToolResultMessage:
+    return create_tool_result_message(
+        call.id, call.name, success=False, error=f"Unknown tool: {call.name!r} is not a tool of this agent"
+    )
+
+
+def _in_call_order(results: list[ToolResultMessage], plan: StepProcessingPlan) -> list[ToolResultMessage]:
+    message_plan = plan.assistant_message_plan
+    if message_plan is None:
+        return results
+    order = {c.id: i for i, c in enumerate(message_plan.tool_calls)}
+    order.update({c.id: len(order) + i for i, c in enumerate(message_plan.sub_agent_calls)})
+    return sorted(results, key=lambda m: order.get(m.tool_call_id, len(order)))
+
+
+def _tool_calls(messages: list[Message]) -> list[ParsedToolCall]:
+    return [call for m in messages if isinstance(m, AssistantMessage) for call in m.tool_calls]
+
+
+def _assistant_events(message: AssistantMessage) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    if message.content:
+        events.append({"type": "text", "data": {"content": message.content}})
+    for call in message.tool_calls:
+        if call.name != FINISH_TOOL_NAME:
+            events.append({"type": "tool_call", "data": {"tool_call_id": call.id, "tool_name": call.name, "input": call.arguments}})
+    return events
+
+
+def _tool_result_events(results: list[ToolResultMessage]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "tool_result",
+            "data": {"tool_call_id": r.tool_call_id, "tool_name": r.tool_name, "content": r.content, "is_error": r.is_error},
+        }
+        for r in results
+        if r.tool_name != FINISH_TOOL_NAME
+    ]
+
+
+def _terminal_events(terminal: Terminal | None) -> list[dict[str, Any]]:
+    if terminal is None:
+        return []
+    if terminal.status == "completed":
+        return [{"type": "finish", "data": {"output": terminal.output, "stop_reason": terminal.stop_reason}}]
+    return [{"type": "error", "data": {"error": terminal.error, "stop_reason": terminal.stop_reason}}]
+
+
+def _step_finish_data(step_no: int, step_result: StepResult, usage: Usage) -> dict[str, Any]:
+    return {
+        "step": step_no,
+        "stop_reason": getattr(step_result, "stop_reason", None),
+        "usage": usage.model_dump(mode="json"),
+    }
+
+
+def _llm_usage_row(model: str, usage: Usage, step_result: StepResult) -> dict[str, Any]:
+    return {
+        "source": "llm",
+        "name": model,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "cost_usd": usage.cost_usd,
+        "ms": usage.latency_ms,
+        "success": step_result.type != "error",
+    }
+
+
+def _model_stop_reason(reason: str | None) -> StopReason | None:
+    """``AgentResult.stop_reason`` takes the model's stop reasons only; run-level ones
+    (``max_steps``, ``interrupted``) stay on the session and run rows."""
+    return reason if reason in get_args(StopReason) else None  # type: ignore[return-value]
+
+
+def _tool_usage_row(outcome: ToolOutcome) -> dict[str, Any]:
+    return {"source": "tool", "name": outcome.tool_name, "ms": outcome.ms, "success": outcome.success}

@@ -1,0 +1,53 @@
+"""Small, picklable values that cross DBOS boundaries: workflow inputs and step outputs.
+
+DBOS pickles workflow inputs and step outputs into its system tables; these models keep
+them small and plain. Everything a person reads lives as JSON in the ``helix`` schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+WORKFLOW_PROTOCOL_VERSION = "1"
+"""Bumped when the workflow's sequence of DBOS calls changes incompatibly."""
+
+
+def run_workflow_id(session_id: str, run: int) -> str:
+    """The DBOS workflow id of run ``run`` of a session: stable, so starting twice is a no-op."""
+    return f"helix:{session_id}:run:{run}"
+
+
+class RunRequest(BaseModel):
+    """The input of the ``helix_agent_run`` workflow."""
+
+    session_id: str
+    run: int
+    agent_name: str
+    kind: Literal["execute", "resume"] = "execute"
+    input: str | None = None
+    parent_session_id: str | None = None
+    parent_tool_call_id: str | None = None
+    root_session_id: str | None = None
+
+
+class RunStart(BaseModel):
+    """What the run's first transaction found: where the run starts in the logs."""
+
+    step_count: int
+    message_seq: int
+    start_seq: int
+
+
+class ToolOutcome(BaseModel):
+    """The checkpointed output of one tool step."""
+
+    tool_call_id: str
+    tool_name: str
+    success: bool
+    result: Any = None
+    error: str | None = None
+    writes: list[Any] = Field(default_factory=list)
+    ms: float = 0.0
+    events: list[dict[str, Any]] = Field(default_factory=list)

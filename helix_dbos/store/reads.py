@@ -1,0 +1,182 @@
+"""Reads of the ``helix`` schema. Every function takes an open SQLAlchemy connection.
+
+Messages, patches and snapshots are append-only, so "the transcript before message
+``seq``" and "the state at step ``n``" never change once written. The workflow relies
+on that: it reads them outside a DBOS step and still replays deterministically.
+
+    >>> with engine.connect() as conn:                      # doctest: +SKIP
+    ...     state = load_state(conn, "s1", at_step=3)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonpatch
+import sqlalchemy as sa
+
+from helix_dbos.store.records import (
+    EventRecord,
+    PendingToolCall,
+    RunRecord,
+    SessionRecord,
+    UsageSummary,
+)
+from helix_dbos.types import Message, MessageAdapter
+
+_SESSION_COLUMNS = (
+    "id, agent_name, status, step_count, run_count, message_count, event_seq, output, error,"
+    " stop_reason, interrupt_requested, parent_session_id, parent_tool_call_id, root_session_id,"
+    " created_at, updated_at"
+)
+
+
+def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | None:
+    """The session's row (no transcript or state), or None."""
+    row = conn.execute(
+        sa.text(f"SELECT {_SESSION_COLUMNS} FROM helix.sessions WHERE id = :id"), {"id": session_id}
+    ).mappings().first()
+    return SessionRecord.model_validate(dict(row)) if row else None
+
+
+def list_sessions(conn: sa.Connection, limit: int = 50, status: str | None = None) -> list[SessionRecord]:
+    """Most recently updated sessions first."""
+    where = "WHERE status = :status" if status else ""
+    rows = conn.execute(
+        sa.text(f"SELECT {_SESSION_COLUMNS} FROM helix.sessions {where} ORDER BY updated_at DESC LIMIT :limit"),
+        {"status": status, "limit": limit},
+    ).mappings()
+    return [SessionRecord.model_validate(dict(r)) for r in rows]
+
+
+def list_child_sessions(conn: sa.Connection, parent_session_id: str) -> list[SessionRecord]:
+    """Sessions started by sub-agent calls of ``parent_session_id``."""
+    rows = conn.execute(
+        sa.text(f"SELECT {_SESSION_COLUMNS} FROM helix.sessions WHERE parent_session_id = :p ORDER BY created_at"),
+        {"p": parent_session_id},
+    ).mappings()
+    return [SessionRecord.model_validate(dict(r)) for r in rows]
+
+
+def load_messages(conn: sa.Connection, session_id: str, before_seq: int | None = None) -> list[Message]:
+    """The transcript in order; only messages with ``seq < before_seq`` when given."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT message FROM helix.messages WHERE session_id = :id"
+            " AND (CAST(:before AS integer) IS NULL OR seq < :before) ORDER BY seq"
+        ),
+        {"id": session_id, "before": before_seq},
+    )
+    return [MessageAdapter.validate_python(r[0]) for r in rows]
+
+
+def load_messages_since_last_assistant(conn: sa.Connection, session_id: str) -> list[Message]:
+    """The tail of the transcript from its last assistant message on (for the finish heal)."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT message FROM helix.messages WHERE session_id = :id AND seq >= COALESCE("
+            " (SELECT max(seq) FROM helix.messages WHERE session_id = :id AND message->>'role' = 'assistant'), 0)"
+            " ORDER BY seq"
+        ),
+        {"id": session_id},
+    )
+    return [MessageAdapter.validate_python(r[0]) for r in rows]
+
+
+def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None) -> dict[str, Any]:
+    """The custom state after step ``at_step`` (default: the latest), rebuilt from the log."""
+    snap = conn.execute(
+        sa.text(
+            "SELECT step, state FROM helix.state_snapshots WHERE session_id = :id"
+            " AND (CAST(:at AS integer) IS NULL OR step <= :at) ORDER BY step DESC LIMIT 1"
+        ),
+        {"id": session_id, "at": at_step},
+    ).first()
+    if snap is None:
+        return {}
+    state: dict[str, Any] = snap[1]
+    patches = conn.execute(
+        sa.text(
+            "SELECT patch FROM helix.state_patches WHERE session_id = :id AND step > :from"
+            " AND (CAST(:at AS integer) IS NULL OR step <= :at) ORDER BY step"
+        ),
+        {"id": session_id, "from": snap[0], "at": at_step},
+    )
+    for (patch,) in patches:
+        state = jsonpatch.apply_patch(state, patch, in_place=True)
+    return state
+
+
+def list_runs(conn: sa.Connection, session_id: str) -> list[RunRecord]:
+    rows = conn.execute(
+        sa.text("SELECT * FROM helix.runs WHERE session_id = :id ORDER BY run"), {"id": session_id}
+    ).mappings()
+    return [RunRecord.model_validate(dict(r)) for r in rows]
+
+
+def list_pending(
+    conn: sa.Connection, session_id: str | None = None, include_descendants: bool = True
+) -> list[PendingToolCall]:
+    """Open pending tool calls: all, or of one session (and, by default, its sub-agents)."""
+    if session_id is None:
+        where = "status = 'pending'"
+    elif include_descendants:
+        where = "status = 'pending' AND (session_id = :id OR root_session_id = :id)"
+    else:
+        where = "status = 'pending' AND session_id = :id"
+    rows = conn.execute(
+        sa.text(f"SELECT * FROM helix.pending_tool_calls WHERE {where} ORDER BY requested_at, tool_call_id"),
+        {"id": session_id},
+    ).mappings()
+    return [PendingToolCall.model_validate(dict(r)) for r in rows]
+
+
+def get_pending_call(conn: sa.Connection, session_id: str, tool_call_id: str) -> PendingToolCall | None:
+    row = conn.execute(
+        sa.text("SELECT * FROM helix.pending_tool_calls WHERE session_id = :s AND tool_call_id = :t"),
+        {"s": session_id, "t": tool_call_id},
+    ).mappings().first()
+    return PendingToolCall.model_validate(dict(row)) if row else None
+
+
+def events_after(conn: sa.Connection, session_id: str, after_seq: int, limit: int = 1000) -> list[EventRecord]:
+    rows = conn.execute(
+        sa.text(
+            "SELECT * FROM helix.events WHERE session_id = :id AND seq > :after ORDER BY seq LIMIT :limit"
+        ),
+        {"id": session_id, "after": after_seq, "limit": limit},
+    ).mappings()
+    return [EventRecord.model_validate(dict(r)) for r in rows]
+
+
+def usage_summary(conn: sa.Connection, session_id: str) -> UsageSummary:
+    """Usage of one session summed by source, and by tool or model name."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT source, name, count(*) AS calls, sum(input_tokens) AS i, sum(output_tokens) AS o,"
+            " sum(total_tokens) AS t, sum(cost_usd) AS c, sum(ms) AS ms"
+            " FROM helix.usage WHERE session_id = :id GROUP BY source, name"
+        ),
+        {"id": session_id},
+    ).mappings()
+    summary = UsageSummary()
+    for r in rows:
+        _add_usage_row(summary, r)
+    return summary
+
+
+def _add_usage_row(summary: UsageSummary, r: Any) -> None:
+    summary.by_name[f"{r['source']}:{r['name']}"] = {"calls": r["calls"], "ms": float(r["ms"] or 0)}
+    if r["source"] == "llm":
+        summary.llm_calls += r["calls"]
+        summary.llm_ms += float(r["ms"] or 0)
+        summary.input_tokens += int(r["i"] or 0)
+        summary.output_tokens += int(r["o"] or 0)
+        summary.total_tokens += int(r["t"] or 0)
+        if r["c"] is not None:
+            summary.cost_usd = (summary.cost_usd or 0.0) + float(r["c"])
+    elif r["source"] == "tool":
+        summary.tool_calls += r["calls"]
+        summary.tool_ms += float(r["ms"] or 0)
+    else:
+        summary.client_tool_wait_ms += float(r["ms"] or 0)

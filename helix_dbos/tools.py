@@ -1,0 +1,487 @@
+"""Tools: what an agent can call. Define one with :func:`define_tool` or :func:`tool`::
+
+    from pydantic import BaseModel
+
+    class SearchInput(BaseModel):
+        query: str
+
+    search = define_tool(
+        "search", "Search the web.", SearchInput,
+        execute=lambda input, ctx: {"results": [input.query]},
+    )
+
+    @tool
+    async def get_weather(city: str, ctx: ToolContext) -> dict:
+        '''Get the current weather for a city.'''
+        return {"city": city, "temp_c": 22}
+
+``execute`` may be sync or async and receives the validated input model and a
+:class:`ToolContext`. ``execute="client"`` makes a client-executed tool: the runtime
+suspends and waits for the result to be submitted (seed 004). ``finish_with=True`` makes
+a tool whose successful output completes the agent (seed 003). ``require_approval``
+gates a call on a human decision (seed 004).
+
+This module does no I/O; the runtime calls :meth:`Tool.parse_input`,
+:meth:`Tool.needs_approval`, :meth:`Tool.run`, :meth:`Tool.dump_output` and
+:meth:`Tool.outcome` inside its durable steps.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, NoReturn, Protocol, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from helix_dbos.orchestration.finish_with import ToolCallOutcome
+from helix_dbos.orchestration.validation import format_validation_error, to_json_value
+from helix_dbos.types import FINISH_TOOL_NAME, ToolSpec
+
+logger = logging.getLogger("helix_dbos")
+
+TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+"""Valid tool (and agent) names: what every major provider accepts."""
+
+
+class AgentDefinitionError(ValueError):
+    """An agent or tool definition is invalid. Raised at definition time, never mid-run."""
+
+
+class ToolInputError(ValueError):
+    """The model's arguments for a tool failed its input schema.
+
+    The message lists every pydantic error; the runtime sends it to the model as the
+    tool's error result, so the model can fix its call.
+    """
+
+    def __init__(self, tool_name: str, error: ValidationError) -> None:
+        super().__init__(
+            f"Invalid arguments for tool '{tool_name}':\n{format_validation_error(error)}"
+        )
+        self.tool_name = tool_name
+        self.validation_error = error
+
+
+# --- contexts -----------------------------------------------------------------------
+
+
+class StateTrackerLike(Protocol):
+    """What contexts need from the runtime's state tracker (``helix_dbos.state.StateTracker``)."""
+
+    def get_state(self) -> Any: ...
+
+    def update(self, fn: Callable[[Any], Any]) -> Any: ...
+
+
+EmitFn = Callable[[str, Any], None]
+"""Receives each custom event a tool emits: ``emit(event_type, data)``."""
+
+
+class HookContext:
+    """What hooks (and tools) see of the running agent: identity and custom state.
+
+    ``get_state()`` reads the session's custom state; ``update_state(fn)`` changes it
+    through the state tracker (``fn`` receives a mutable draft, as in seed 002)::
+
+        ctx.update_state(lambda draft: draft.update(last_saved_id=saved_id))
+    """
+
+    def __init__(
+        self, session_id: str, agent_name: str, step: int, tracker: StateTrackerLike
+    ) -> None:
+        self.session_id = session_id
+        self.agent_name = agent_name
+        self.step = step
+        self._tracker = tracker
+
+    def get_state(self) -> Any:
+        return self._tracker.get_state()
+
+    def update_state(self, fn: Callable[[Any], Any]) -> Any:
+        return self._tracker.update(fn)
+
+
+class ToolEvent(BaseModel):
+    """A custom event a tool emitted with :meth:`ToolContext.emit` (``data`` is JSON)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str
+    data: Any = None
+
+
+class _Emitted:
+    """Returned by :meth:`ToolContext.emit` so that ``await ctx.emit(...)`` also works."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Any:
+        return iter(())
+
+
+class ToolContext(HookContext):
+    """The context a tool's ``execute`` receives. Built by the runtime::
+
+        ctx = ToolContext(session_id, tool_call_id, agent_name, step, tracker, emit=None)
+
+    Besides :class:`HookContext`, it knows the ``tool_call_id`` and can :meth:`emit`
+    custom stream events; they are kept, in order, in :attr:`events`.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        agent_name: str,
+        step: int,
+        tracker: StateTrackerLike,
+        emit: EmitFn | None = None,
+    ) -> None:
+        super().__init__(session_id, agent_name, step, tracker)
+        self.tool_call_id = tool_call_id
+        self.events: list[ToolEvent] = []
+        self._emit = emit
+
+    def emit(self, event_type: str, data: Any = None) -> _Emitted:
+        """Emit a custom event; ``data`` must be JSON-able (pydantic models are dumped).
+
+        Synchronous; may also be awaited (``await ctx.emit(...)``) as in the seeds.
+        """
+        event = ToolEvent(type=event_type, data=to_json_value(data))
+        self.events.append(event)
+        if self._emit is not None:
+            self._emit(event.type, event.data)
+        return _Emitted()
+
+
+# --- tools --------------------------------------------------------------------------
+
+ExecuteFn = Callable[[Any, ToolContext], Any]
+"""``execute(input, ctx) -> output``, sync or async."""
+
+ApprovalPredicate = Callable[[Any, ToolContext], bool]
+"""``require_approval(input, ctx) -> bool``, evaluated per call (sync)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    """A tool an agent can call. Prefer :func:`define_tool` or :func:`tool` to build one.
+
+    ``execute`` is ``None`` only for framework tools the runtime handles itself: the
+    injected ``__finish__`` tool and sub-agent tools (``sub_agent`` set to the child
+    agent's config by the runtime's ``create_sub_agent_tool``).
+    """
+
+    name: str
+    description: str
+    input_schema: type[BaseModel]
+    execute: ExecuteFn | Literal["client"] | None
+    output_schema: type[BaseModel] | None = None
+    finish_with: bool = False
+    finish_with_transform: Callable[[Any], Any] | None = None
+    require_approval: bool | ApprovalPredicate = False
+    strict: bool = False
+    approval_timeout: float | None = None
+    client_timeout: float | None = None
+    sub_agent: Any = None
+
+    def __post_init__(self) -> None:
+        _validate_tool(self)
+
+    @property
+    def is_client(self) -> bool:
+        """Executed by the client: the runtime suspends until the result is submitted."""
+        return self.execute == "client"
+
+    @property
+    def is_finish(self) -> bool:
+        """The auto-injected ``__finish__`` tool (never executed)."""
+        return self.name == FINISH_TOOL_NAME
+
+    @property
+    def is_sub_agent(self) -> bool:
+        return self.sub_agent is not None
+
+    def spec(self) -> ToolSpec:
+        """What the model is told: name, description, JSON Schema of the input."""
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            parameters=self.input_schema.model_json_schema(),
+            strict=self.strict,
+        )
+
+    def parse_input(self, arguments: Any) -> BaseModel:
+        """Validate the model's arguments (``None`` counts as ``{}``).
+
+        Raises :class:`ToolInputError` listing every validation error.
+        """
+        try:
+            return self.input_schema.model_validate({} if arguments is None else arguments)
+        except ValidationError as error:
+            raise ToolInputError(self.name, error) from error
+
+    def needs_approval(self, input: Any, ctx: ToolContext) -> bool:
+        """Whether this call waits for a human decision. Fails closed: a predicate that
+        raises means approval is required."""
+        if not callable(self.require_approval):
+            return self.require_approval
+        try:
+            return bool(self.require_approval(input, ctx))
+        except Exception:
+            logger.warning(
+                "require_approval of tool '%s' raised; requiring approval", self.name, exc_info=True
+            )
+            return True
+
+    async def run(self, input: Any, ctx: ToolContext) -> Any:
+        """Run ``execute(input, ctx)``, awaiting it when it is async. Exceptions propagate:
+        the runtime turns them into error results for the model."""
+        if not callable(self.execute):
+            raise TypeError(f"Tool '{self.name}' is not executed by the server")
+        result = self.execute(input, ctx)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def dump_output(self, output: Any) -> Any:
+        """``output`` as JSON data for the tool result and the step checkpoint.
+
+        With an ``output_schema`` the output is validated against it first (a dict is
+        coerced into the model); a mismatch raises :class:`pydantic.ValidationError`.
+        """
+        if self.output_schema is not None:
+            output = self.output_schema.model_validate(output)
+        return to_json_value(output)
+
+    def finish_output(self, output: Any) -> Any:
+        """The agent output for this finishWith tool's JSON ``output`` (from
+        :meth:`dump_output`): loaded into ``output_schema`` when set, then passed through
+        ``finish_with_transform`` when set."""
+        loaded = self.output_schema.model_validate(output) if self.output_schema else output
+        if self.finish_with_transform is None:
+            return loaded
+        return self.finish_with_transform(loaded)
+
+    def outcome(
+        self, tool_call_id: str, *, output: Any = None, error: str | None = None
+    ) -> ToolCallOutcome:
+        """Describe how a call of this tool ended, for ``resolve_finish_with``."""
+        return ToolCallOutcome(
+            tool_call_id=tool_call_id,
+            tool_name=self.name,
+            finish_with=self.finish_with,
+            output=output,
+            error=error,
+            transform=self.finish_output if self.finish_with else None,
+        )
+
+
+def _validate_tool(tool: Tool) -> None:
+    def fail(problem: str) -> NoReturn:
+        raise AgentDefinitionError(f"Tool '{tool.name}': {problem}")
+
+    if not isinstance(tool.name, str) or not TOOL_NAME_PATTERN.fullmatch(tool.name):
+        fail("name must be 1-64 characters of letters, digits, '_' or '-'")
+    if not _is_model_class(tool.input_schema):
+        fail("input_schema must be a pydantic model class")
+    if tool.output_schema is not None and not _is_model_class(tool.output_schema):
+        fail("output_schema must be a pydantic model class")
+    if tool.execute is None and tool.sub_agent is None and not tool.is_finish:
+        fail("execute is required: a function (input, ctx) -> output, or 'client'")
+    if callable(tool.execute) and not _accepts_two_positional(tool.execute):
+        fail("execute must accept two positional arguments (input, ctx)")
+    if isinstance(tool.execute, str) and tool.execute != "client":
+        fail(f"execute must be a function or 'client', not {tool.execute!r}")
+    if tool.is_client and tool.finish_with:
+        fail("a client-executed tool (execute='client') cannot be finish_with")
+    if tool.is_client and tool.require_approval is not False:
+        fail("a client-executed tool (execute='client') cannot require_approval")
+    if tool.finish_with and tool.require_approval is not False:
+        fail("a finish_with tool cannot require_approval")
+    if tool.finish_with_transform is not None and not tool.finish_with:
+        fail("finish_with_transform requires finish_with=True")
+    if inspect.iscoroutinefunction(tool.require_approval):
+        fail("require_approval must be a bool or a synchronous function (input, ctx) -> bool")
+    if tool.approval_timeout is not None and tool.require_approval is False:
+        fail("approval_timeout requires require_approval")
+    if tool.client_timeout is not None and not tool.is_client:
+        fail("client_timeout requires execute='client'")
+    for timeout in (tool.approval_timeout, tool.client_timeout):
+        if timeout is not None and timeout <= 0:
+            fail("timeouts must be positive numbers of seconds")
+
+
+def _is_model_class(value: Any) -> bool:
+    return inspect.isclass(value) and issubclass(value, BaseModel)
+
+
+def _accepts_two_positional(fn: Callable[..., Any]) -> bool:
+    try:
+        inspect.signature(fn).bind(None, None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature available (some builtins): trust the caller
+        return True
+    return True
+
+
+def define_tool(
+    name: str,
+    description: str,
+    input_schema: type[BaseModel],
+    execute: ExecuteFn | Literal["client"] | None = None,
+    *,
+    output_schema: type[BaseModel] | None = None,
+    finish_with: bool = False,
+    finish_with_transform: Callable[[Any], Any] | None = None,
+    require_approval: bool | ApprovalPredicate = False,
+    strict: bool = False,
+    approval_timeout: float | None = None,
+    client_timeout: float | None = None,
+) -> Tool:
+    """Define a tool. Raises :class:`AgentDefinitionError` for invalid combinations:
+    a missing ``execute``; ``execute="client"`` with ``finish_with`` or
+    ``require_approval``; ``finish_with`` with ``require_approval``.
+
+    ``approval_timeout`` / ``client_timeout`` are in seconds: how long the runtime waits
+    for a decision / a client result before answering the call with a timeout error.
+    """
+    if execute is None:
+        raise AgentDefinitionError(
+            f"Tool '{name}': execute is required: a function (input, ctx) -> output, or 'client'"
+        )
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=input_schema,
+        execute=execute,
+        output_schema=output_schema,
+        finish_with=finish_with,
+        finish_with_transform=finish_with_transform,
+        require_approval=require_approval,
+        strict=strict,
+        approval_timeout=approval_timeout,
+        client_timeout=client_timeout,
+    )
+
+
+# --- @tool ----------------------------------------------------------------------------
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    output_schema: type[BaseModel] | None = None,
+    finish_with: bool = False,
+    finish_with_transform: Callable[[Any], Any] | None = None,
+    require_approval: bool | ApprovalPredicate = False,
+    strict: bool = False,
+    approval_timeout: float | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    output_schema: type[BaseModel] | None = None,
+    finish_with: bool = False,
+    finish_with_transform: Callable[[Any], Any] | None = None,
+    require_approval: bool | ApprovalPredicate = False,
+    strict: bool = False,
+    approval_timeout: float | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a tool of a typed function, sync or async::
+
+        @tool
+        def search(query: str, limit: int = 10) -> list[str]:
+            '''Search the web.'''
+
+        @tool(finish_with=True)
+        async def submit(answer: str, ctx: ToolContext) -> Submission: ...
+
+    The name is the function's, the description its docstring, the input schema a
+    pydantic model of its parameters (``Annotated[..., Field(...)]`` and ``Field``
+    defaults work); a parameter annotated ``ToolContext`` receives the context and is
+    not part of the schema. A return annotation that is a pydantic model becomes the
+    ``output_schema``. Options are those of :func:`define_tool`.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Tool:
+        input_schema, context_param = _input_model(fn)
+        return Tool(
+            name=name or fn.__name__,
+            description=description if description is not None else inspect.getdoc(fn) or "",
+            input_schema=input_schema,
+            execute=_call_with_fields(fn, context_param),
+            output_schema=output_schema or _model_return_type(fn),
+            finish_with=finish_with,
+            finish_with_transform=finish_with_transform,
+            require_approval=require_approval,
+            strict=strict,
+            approval_timeout=approval_timeout,
+        )
+
+    return decorate if fn is None else decorate(fn)
+
+
+def _input_model(fn: Callable[..., Any]) -> tuple[type[BaseModel], str | None]:
+    """A pydantic model of ``fn``'s parameters, and the name of its context parameter."""
+    hints = get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    context_param = None
+    for param in inspect.signature(fn).parameters.values():
+        annotation = hints.get(param.name, Any)
+        if inspect.isclass(annotation) and issubclass(annotation, HookContext):
+            context_param = param.name
+            continue
+        if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            raise AgentDefinitionError(
+                f"Tool '{fn.__name__}': parameter '{param.name}' must be a named parameter "
+                "(no positional-only, *args or **kwargs)"
+            )
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (annotation, default)
+    model_name = "".join(part.title() for part in fn.__name__.split("_")) + "Input"
+    return create_model(model_name, **fields), context_param
+
+
+def _call_with_fields(fn: Callable[..., Any], context_param: str | None) -> ExecuteFn:
+    """An ``execute(input, ctx)`` that calls ``fn`` with the input's fields as keywords;
+    ``async`` exactly when ``fn`` is, so callers can tell the two apart."""
+
+    def arguments(input: BaseModel, ctx: ToolContext) -> dict[str, Any]:
+        kwargs = {name: getattr(input, name) for name in type(input).model_fields}
+        if context_param is not None:
+            kwargs[context_param] = ctx
+        return kwargs
+
+    if inspect.iscoroutinefunction(fn):
+
+        async def execute_async(input: BaseModel, ctx: ToolContext) -> Any:
+            return await fn(**arguments(input, ctx))
+
+        return execute_async
+
+    def execute(input: BaseModel, ctx: ToolContext) -> Any:
+        return fn(**arguments(input, ctx))
+
+    return execute
+
+
+def _model_return_type(fn: Callable[..., Any]) -> type[BaseModel] | None:
+    returned = get_type_hints(fn).get("return")
+    return returned if _is_model_class(returned) else None

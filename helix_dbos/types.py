@@ -1,0 +1,223 @@
+"""Core value types shared by every layer: messages, step results, usage, LLM config.
+
+Everything here is a pydantic model that round-trips through JSON, so messages and
+results can be stored as ``jsonb`` and read by people and other processes::
+
+    >>> msg = AssistantMessage(tool_calls=[ParsedToolCall(id="t1", name="search", arguments={"q": "x"})])
+    >>> AssistantMessage.model_validate_json(msg.model_dump_json()) == msg
+    True
+
+Field names are snake_case; the seed documents' camelCase names map one to one
+(``toolCalls`` -> ``tool_calls``, ``stopReason`` -> ``stop_reason``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+StopReason = Literal[
+    "end_turn",
+    "tool_use",
+    "max_tokens",
+    "stop_sequence",
+    "content_filter",
+    "refusal",
+    "error",
+    "unknown",
+]
+"""Why the model stopped generating (seed 000). Error reasons make a run fail."""
+
+SUB_AGENT_TOOL_PREFIX = "subagent__"
+FINISH_TOOL_NAME = "__finish__"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class ThinkingContent(_Model):
+    """A model's reasoning trace, kept beside the message it belongs to."""
+
+    content: str
+    signature: str | None = None
+
+
+class ParsedToolCall(_Model):
+    """One tool invocation requested by the model.
+
+    ``parse_error`` is set by an adapter when the model's argument JSON could not be
+    parsed; ``arguments`` then holds the raw text and the runtime answers the call with
+    a tool error instead of running the tool.
+    """
+
+    id: str
+    name: str
+    arguments: Any = None
+    parse_error: str | None = None
+
+
+class ParsedSubAgentCall(_Model):
+    """A call to a sub-agent tool (``subagent__<agent_type>``), parsed out of the tool calls."""
+
+    id: str
+    agent_type: str
+    input: Any = None
+
+
+# --- messages ---------------------------------------------------------------------
+
+
+class SystemMessage(_Model):
+    role: Literal["system"] = "system"
+    content: str
+
+
+class UserMessage(_Model):
+    role: Literal["user"] = "user"
+    content: str
+
+
+class AssistantMessage(_Model):
+    role: Literal["assistant"] = "assistant"
+    content: str | None = None
+    tool_calls: list[ParsedToolCall] = Field(default_factory=list)
+    thinking: ThinkingContent | None = None
+
+
+class ToolResultMessage(_Model):
+    """The result of one tool call; ``content`` is the JSON-encoded result or the error text."""
+
+    role: Literal["tool"] = "tool"
+    tool_call_id: str
+    tool_name: str
+    content: str
+    is_error: bool = False
+
+
+Message = Annotated[
+    Union[SystemMessage, UserMessage, AssistantMessage, ToolResultMessage],
+    Field(discriminator="role"),
+]
+MessageAdapter: TypeAdapter[Message] = TypeAdapter(Message)
+MessageListAdapter: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+# --- step results -----------------------------------------------------------------
+
+
+class TextStepResult(_Model):
+    type: Literal["text"] = "text"
+    content: str
+    thinking: ThinkingContent | None = None
+    should_stop: bool = False
+    stop_reason: StopReason | None = None
+
+
+class ToolCallsStepResult(_Model):
+    type: Literal["tool_calls"] = "tool_calls"
+    content: str | None = None
+    tool_calls: list[ParsedToolCall] = Field(default_factory=list)
+    sub_agent_calls: list[ParsedSubAgentCall] = Field(default_factory=list)
+    thinking: ThinkingContent | None = None
+    stop_reason: StopReason | None = None
+
+
+class StructuredOutputStepResult(_Model):
+    type: Literal["structured_output"] = "structured_output"
+    output: Any
+    stop_reason: StopReason | None = None
+
+
+class ErrorStepResult(_Model):
+    """The LLM call failed. ``error`` is the message; ``error_type`` the exception class name."""
+
+    type: Literal["error"] = "error"
+    error: str
+    error_type: str | None = None
+    should_stop: bool = True
+    stop_reason: StopReason | None = None
+
+
+StepResult = Annotated[
+    Union[TextStepResult, ToolCallsStepResult, StructuredOutputStepResult, ErrorStepResult],
+    Field(discriminator="type"),
+]
+StepResultAdapter: TypeAdapter[StepResult] = TypeAdapter(StepResult)
+
+
+# --- LLM-facing configuration ---------------------------------------------------------
+
+
+class Usage(_Model):
+    """Token usage, cost and latency of one LLM call (or a sum of several)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float | None = None
+    latency_ms: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None
+        if self.cost_usd is not None or other.cost_usd is not None:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            cost_usd=cost,
+            latency_ms=self.latency_ms + other.latency_ms,
+        )
+
+
+class LLMConfig(_Model):
+    """How to call the model. ``model`` is a litellm model string, e.g. ``"openai/gpt-4o"``.
+
+    ``extra`` is passed through to the provider call unchanged (``api_base``,
+    ``api_key``, ``timeout``, ...).
+    """
+
+    model: str = "mock"
+    temperature: float | None = None
+    max_tokens: int | None = None
+    strict_output: bool = False
+    tool_choice: Literal["auto", "required", "none"] | str | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolSpec(_Model):
+    """What the model is told about one tool: name, description, JSON Schema of its input."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    strict: bool = False
+
+
+# --- results of a run ------------------------------------------------------------------
+
+AgentStatus = Literal[
+    "active",
+    "completed",
+    "failed",
+    "interrupted",
+    "aborted",
+    "awaiting_approval",
+    "awaiting_client_tool",
+]
+"""A session's status. ``active`` means a run is executing (or is due to be recovered)."""
+
+
+class AgentResult(_Model):
+    """What a finished run returns: ``status`` plus ``output`` or ``error``."""
+
+    session_id: str
+    status: AgentStatus
+    output: Any = None
+    error: str | None = None
+    step_count: int = 0
+    stop_reason: str | None = None
+    """A model stop reason (``end_turn``, ``tool_use``, ...) or how the run was ended
+    (``max_steps``, ``interrupted``, ``aborted``)."""

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Run the test suite: ./scripts/test.sh [pytest args...]  (works from any directory).
+#
+# Creates or reuses .venv (see scripts/_venv.sh). Tests use HELIX_TEST_DATABASE_URL when
+# it is set (a server URL; each run creates and drops its own databases there), else an
+# embedded Postgres in .helix/test-pgdata.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,181 @@
+"""Shared fixtures: a real Postgres for every test that needs one.
+
+Which server
+    ``HELIX_TEST_DATABASE_URL`` when it is set: the URL of any database on a server
+    where the tests may create databases, e.g.
+    ``postgresql://postgres@127.0.0.1:5432/postgres``. Otherwise an embedded Postgres
+    (pgserver) in ``.helix/test-pgdata`` of this checkout: created on the first run,
+    reused on the next ones, stopped when the test process exits.
+
+Databases
+    Tests never write to the server's own database. Each fixture creates a new one
+    named ``helix_test_<pid>_<n>``, and every database created in a session is dropped
+    at its end. On the embedded server, databases left behind by runs that were killed
+    are dropped when the next run starts.
+
+Fixtures
+    ``database_server_url`` (session)  URL of the server's own database.
+    ``make_database`` (session)        callable: ``make_database() -> url`` of a new,
+                                       empty database (no helix schema).
+    ``fresh_database_url`` (module)    one new, empty database per test module.
+    ``database_url`` (session)         one new database with the helix schema migrated.
+
+Outside a fixture, ``create_database(server_url)`` does what ``make_database`` does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from helix_dbos.database import check_connection, libpq_url, render_url, start_embedded, validate_url
+from helix_dbos.errors import DatabaseError
+from helix_dbos.store.migrations import migrate
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TEST_DATABASE_URL_VAR = "HELIX_TEST_DATABASE_URL"
+TEST_PGDATA = REPO_ROOT / ".helix" / "test-pgdata"
+TEST_DATABASE_PREFIX = "helix_test_"
+
+_counter = itertools.count(1)
+_created: list[tuple[str, str]] = []  # (server url, database name), dropped at session end
+_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+# ---------------------------------------------------------------------------------------
+# Database
+# ---------------------------------------------------------------------------------------
+
+
+def create_database(server_url: str, name: str | None = None) -> str:
+    """Create an empty database on the server of ``server_url`` and return its URL.
+
+    The name defaults to a new ``helix_test_<pid>_<n>``. The URL keeps everything of
+    ``server_url`` but the database name (an embedded server's socket directory is in
+    its query string). The database is dropped when the test session ends.
+    """
+    name = name or f"{TEST_DATABASE_PREFIX}{os.getpid()}_{next(_counter)}"
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"not a plain database name: {name!r}")
+    with _admin_connection(server_url) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    _created.append((server_url, name))
+    return render_url(server_url, database=name)
+
+
+def drop_database(server_url: str, name: str) -> None:
+    """Drop ``name`` if it exists, disconnecting whoever still uses it."""
+    with _admin_connection(server_url) as conn:
+        if conn.info.server_version >= 130000:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            return
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+def _admin_connection(server_url: str) -> psycopg.Connection:
+    return psycopg.connect(libpq_url(server_url), autocommit=True, connect_timeout=10)
+
+
+def _drop_databases_of_dead_runs(server_url: str) -> None:
+    """Drop ``helix_test_<pid>_<n>`` databases whose test process no longer exists."""
+    with _admin_connection(server_url) as conn:
+        names = [
+            row[0]
+            for row in conn.execute(
+                "SELECT datname FROM pg_database WHERE datname LIKE %s",
+                (TEST_DATABASE_PREFIX.replace("_", r"\_") + "%",),
+            )
+        ]
+    for name in names:
+        match = re.fullmatch(rf"{TEST_DATABASE_PREFIX}(\d+)_\d+", name)
+        if match and not _process_exists(int(match.group(1))):
+            drop_database(server_url, name)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@pytest.fixture(scope="session")
+def database_server_url() -> Iterator[str]:
+    """URL of the test server's own database; drops every test database at the end."""
+    try:
+        configured = os.environ.get(TEST_DATABASE_URL_VAR)
+        if configured:
+            url = validate_url(configured)
+        else:
+            url = start_embedded(TEST_PGDATA)
+            # Only here: this server belongs to this checkout, so a helix_test_<pid>_*
+            # database whose pid is gone was left by a killed run of ours. On a shared
+            # server the same pid may belong to another machine's live run.
+            _drop_databases_of_dead_runs(url)
+        check_connection(url)
+    except DatabaseError as exc:
+        source = TEST_DATABASE_URL_VAR if os.environ.get(TEST_DATABASE_URL_VAR) else "the embedded Postgres"
+        pytest.fail(f"test database unavailable ({source}): {exc}", pytrace=False)
+    yield url
+    while _created:
+        server_url, name = _created.pop()
+        drop_database(server_url, name)
+
+
+@pytest.fixture(scope="session")
+def make_database(database_server_url: str) -> Callable[[], str]:
+    """``make_database()`` creates one more empty database and returns its URL."""
+    return lambda: create_database(database_server_url)
+
+
+@pytest.fixture(scope="module")
+def fresh_database_url(make_database: Callable[[], str]) -> str:
+    """A new, empty database (no helix schema) shared by the tests of one module."""
+    return make_database()
+
+
+@pytest.fixture(scope="session")
+def database_url(make_database: Callable[[], str]) -> str:
+    """One database for the whole session with the helix schema migrated."""
+    url = make_database()
+    migrate(url)
+    return url
+
+
+# ---------------------------------------------------------------------------------------
+# DBOS (fixtures that launch DBOS on ``database_url`` go below this line)
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def executor(database_url: str) -> Iterator["DBOSAgentExecutor"]:
+    """DBOS launched once for the session on ``database_url``, with one executor.
+
+    Tests swap ``executor.llm`` for their own scripted :class:`MockLLMAdapter` and use
+    their own agent names and session ids, so they do not see each other's runs.
+    """
+    from dbos import DBOS
+
+    from helix_dbos import DBOSAgentExecutor, MockLLMAdapter
+    from helix_dbos.runtime.launch import dbos_config
+
+    DBOS(config=dbos_config(database_url, name="helix-tests", notification_listener_polling_interval_sec=0.01))
+    instance = DBOSAgentExecutor(llm=MockLLMAdapter(), database_url=database_url)
+    DBOS.launch()
+    yield instance
+    DBOS.destroy(destroy_registry=False)

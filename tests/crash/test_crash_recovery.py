@@ -1,0 +1,230 @@
+"""Crash tests: SIGKILL a real worker process mid-run, relaunch it, compare the outcome.
+
+Each case starts ``crash_worker.py`` on its own session and executor id, waits for a
+kill point, sends SIGKILL, then starts a second worker with the same executor id. DBOS
+recovers the PENDING run at launch; the run must then end exactly as an uninterrupted
+run does: same transcript, state, step count and usage, nothing duplicated, every tool
+call paired with its result.
+
+Kill points (25): at timed offsets after the run starts; inside a tool (a marker file
+the tool touches); after a step's tool checkpoints exist but before its commit is
+durable; and inside the commit transaction (a test trigger makes it slow, and the
+worker is killed while pg_stat_activity shows it running).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from helix_dbos.database import libpq_url
+from helix_dbos.orchestration import unpaired_tool_call_ids
+from helix_dbos.types import MessageAdapter
+
+WORKER = Path(__file__).with_name("crash_worker.py")
+STEPS = 5
+
+KillPoint = Callable[[psycopg.Connection, str, Path], bool]
+
+
+def timed(seconds: float) -> KillPoint:
+    """Kill ``seconds`` after the run's first event is committed."""
+    state: dict[str, float] = {}
+
+    def ready(conn: psycopg.Connection, session_id: str, marks: Path) -> bool:
+        if "t0" not in state:
+            row = conn.execute("SELECT 1 FROM helix.events WHERE session_id = %s", (session_id,)).fetchone()
+            if row is None:
+                return False
+            state["t0"] = time.monotonic()
+        return time.monotonic() - state["t0"] >= seconds
+
+    return ready
+
+
+def in_tool(step: int) -> KillPoint:
+    """Kill while the first tool of ``step`` runs."""
+
+    def ready(conn: psycopg.Connection, session_id: str, marks: Path) -> bool:
+        return (marks / f"in_tool_{step}_a").exists()
+
+    return ready
+
+
+def tools_checkpointed(step: int) -> KillPoint:
+    """Kill once both tool steps of ``step`` are checkpointed and the step is not committed."""
+
+    def ready(conn: psycopg.Connection, session_id: str, marks: Path) -> bool:
+        if conn.execute("SELECT to_regclass('dbos.operation_outputs')").fetchone() == (None,):
+            return False  # DBOS has not created its tables yet
+        row = conn.execute(
+            "SELECT count(*) FROM dbos.operation_outputs o WHERE o.workflow_uuid = %s AND o.function_name = 'tool:record'",
+            (f"helix:{session_id}:run:1",),
+        ).fetchone()
+        return row is not None and row[0] >= 2 * step
+
+    return ready
+
+
+def in_commit(step: int) -> KillPoint:
+    """Kill while the commit transaction of ``step`` is running (made slow by a trigger)."""
+
+    def ready(conn: psycopg.Connection, session_id: str, marks: Path) -> bool:
+        count = conn.execute("SELECT step_count FROM helix.sessions WHERE id = %s", (session_id,)).fetchone()
+        if count is None or count[0] != step - 1:
+            return False
+        running = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND state = 'active' AND query LIKE %s",
+            ("%helix.commit_step%",),
+        ).fetchone()
+        return running is not None and running[0] > 0
+
+    return ready
+
+
+KILL_POINTS: dict[str, KillPoint] = {
+    **{f"timed-{int(s * 1000)}ms": timed(s) for s in (0.0, 0.04, 0.09, 0.14, 0.2, 0.26, 0.33, 0.4, 0.5, 0.62)},
+    **{f"in-tool-step{k}": in_tool(k) for k in range(1, STEPS + 1)},
+    **{f"tools-done-step{k}": tools_checkpointed(k) for k in (1, 3, 5)},
+    **{f"in-commit-step{k}": in_commit(k) for k in range(1, STEPS + 1)},
+    "in-commit-finish": in_commit(STEPS + 1),
+}
+
+
+SLOW_COMMIT_TRIGGER = """
+CREATE FUNCTION helix.test_slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_sleep(0.4);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER test_slow_commit BEFORE INSERT ON helix.messages
+    FOR EACH ROW WHEN (NEW.message->>'role' = 'assistant') EXECUTE FUNCTION helix.test_slow_commit();
+"""
+
+
+def crash_database(make_database: Callable[[], str]) -> str:
+    """A database of its own for one worker pair, with a trigger that makes each step's
+    commit take 0.4 s (so a kill can land inside it).
+
+    One database per case: a DBOS worker that recovers a run may hand it to any worker
+    on the same database, and these workers exit as soon as their own run ends.
+    """
+    from helix_dbos.store.migrations import migrate
+
+    url = make_database()
+    migrate(url)
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute(SLOW_COMMIT_TRIGGER)
+    return url
+
+
+def start_worker(url: str, session_id: str, executor_id: str, mode: str, marks: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "HELIX_CRASH_DIR": str(marks)}
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), url, session_id, executor_id, mode],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"worker {proc.args[3:]} did not finish in {timeout}s:\n{err[-5000:]}")
+    assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{err[-3000:]}"
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def snapshot(url: str, session_id: str) -> dict[str, Any]:
+    """What must match an uninterrupted run, read straight from the tables."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        session = conn.execute(
+            "SELECT status, step_count, message_count, output, run_count FROM helix.sessions WHERE id = %s",
+            (session_id,),
+        ).fetchone()
+        messages = [r[0] for r in conn.execute(
+            "SELECT message FROM helix.messages WHERE session_id = %s ORDER BY seq", (session_id,))]
+        seqs = [r[0] for r in conn.execute(
+            "SELECT seq FROM helix.messages WHERE session_id = %s ORDER BY seq", (session_id,))]
+        patches = [r[0] for r in conn.execute(
+            "SELECT patch FROM helix.state_patches WHERE session_id = %s ORDER BY step", (session_id,))]
+        usage = conn.execute(
+            "SELECT source, name, count(*), sum(total_tokens) FROM helix.usage WHERE session_id = %s"
+            " GROUP BY source, name ORDER BY source, name", (session_id,)).fetchall()
+        events = [(r[0], r[1]) for r in conn.execute(
+            "SELECT type, step FROM helix.events WHERE session_id = %s ORDER BY seq", (session_id,))]
+        event_seqs = [r[0] for r in conn.execute(
+            "SELECT seq FROM helix.events WHERE session_id = %s ORDER BY seq", (session_id,))]
+        state_rows = conn.execute(
+            "SELECT count(*) FROM helix.runs WHERE session_id = %s", (session_id,)).fetchone()
+    assert seqs == list(range(len(seqs))), "message seq numbers have a gap or a duplicate"
+    assert event_seqs == list(range(1, len(event_seqs) + 1)), "event seq numbers have a gap or a duplicate"
+    parsed = [MessageAdapter.validate_python(m) for m in messages]
+    assert unpaired_tool_call_ids(parsed) == [], "the transcript has a tool call without a result"
+    return {
+        "session": session, "messages": messages, "patches": patches, "usage": usage,
+        "events": events, "runs": state_rows,
+    }
+
+
+@pytest.fixture(scope="module")
+def baseline(make_database: Callable[[], str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    url = crash_database(make_database)
+    marks = tmp_path_factory.mktemp("baseline")
+    result = finish(start_worker(url, "crash-session", "exec-baseline", "start", marks))
+    assert result["status"] == "completed" and result["output"] == {"count": STEPS * 2}
+    return snapshot(url, "crash-session")
+
+
+def crash_and_recover(url: str, name: str, point: KillPoint, marks: Path) -> tuple[dict[str, Any], bool]:
+    session_id = "crash-session"
+    executor_id = f"exec-{name}"
+    proc = start_worker(url, session_id, executor_id, "start", marks)
+    killed = False
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            if point(conn, session_id, marks):
+                proc.send_signal(signal.SIGKILL)
+                killed = True
+                break
+            time.sleep(0.002)
+    proc.communicate(timeout=30)
+    result = finish(start_worker(url, session_id, executor_id, "recover", marks))
+    return result, killed
+
+
+def test_every_kill_point_recovers_to_the_uninterrupted_outcome(
+    make_database: Callable[[], str], baseline: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    def run(item: tuple[str, KillPoint]) -> tuple[str, dict[str, Any], dict[str, Any], bool]:
+        name, point = item
+        url = crash_database(make_database)
+        result, killed = crash_and_recover(url, name, point, tmp_path_factory.mktemp(name))
+        return name, result, snapshot(url, "crash-session"), killed
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outcomes = list(pool.map(run, KILL_POINTS.items()))
+
+    killed = [name for name, _, _, was_killed in outcomes if was_killed]
+    assert len(killed) >= 20, f"only {len(killed)} kill points were reached: {killed}"
+    for name, result, snap, _ in outcomes:
+        assert result["status"] == "completed", (name, result)
+        assert result["output"] == {"count": STEPS * 2}, name
+        assert result["step_count"] == STEPS + 1, name
+        for key in ("session", "messages", "patches", "usage", "events", "runs"):
+            assert snap[key] == baseline[key], f"{name}: {key} differs from the uninterrupted run"

@@ -1,0 +1,173 @@
+"""A scripted LLM provider on 127.0.0.1 for adapter tests: real HTTP, no mocking.
+
+It serves a queue of canned responses (status, JSON body, headers) to any POST, in
+order, and records every request it received::
+
+    with StubLLMServer() as server:
+        server.add(openai_chat(content="hi"))
+        ...  # call litellm with api_base=server.openai_base
+        assert server.requests[0].body["model"] == "gpt-4o"
+
+It speaks whatever the queued bodies say: OpenAI chat completions at
+``/v1/chat/completions`` and the Anthropic Messages API at ``/v1/messages`` are both
+just paths. When the queue is empty it answers 599 so a test that makes one request
+too many fails loudly instead of hanging.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class StubResponse:
+    """One scripted answer: HTTP status, JSON body and extra headers."""
+
+    body: dict[str, Any]
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RecordedRequest:
+    """One request the stub received."""
+
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class StubLLMServer:
+    """A threaded HTTP server bound to a free port on 127.0.0.1; use as a context manager."""
+
+    def __init__(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self._queue: list[StubResponse] = []
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.01,), daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def openai_base(self) -> str:
+        """``api_base`` for ``openai/<model>`` (litellm appends ``/chat/completions``)."""
+        return f"{self.base_url}/v1"
+
+    def add(self, *responses: StubResponse) -> None:
+        with self._lock:
+            self._queue.extend(responses)
+
+    def __enter__(self) -> StubLLMServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def _serve(self, request: RecordedRequest) -> StubResponse:
+        with self._lock:
+            self.requests.append(request)
+            if not self._queue:
+                return StubResponse({"error": {"message": "stub queue is empty"}}, status=599)
+            return self._queue.pop(0)
+
+
+def _handler_for(server: StubLLMServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                body: Any = json.loads(raw)
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+            request = RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            self._reply(server._serve(request))
+
+        def _reply(self, response: StubResponse) -> None:
+            payload = json.dumps(response.body).encode()
+            self.send_response(response.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in response.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: Any) -> None:  # silence stderr noise
+            pass
+
+    return Handler
+
+
+# --- response builders ------------------------------------------------------------------
+
+
+def openai_chat(
+    content: str | None = None,
+    tool_calls: list[tuple[str, str, str]] | None = None,
+    finish_reason: str = "stop",
+    model: str = "gpt-4o",
+    reasoning_content: str | None = None,
+    usage: tuple[int, int] = (11, 7),
+) -> StubResponse:
+    """An OpenAI chat completion; ``tool_calls`` are ``(id, name, raw_arguments_json)``."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [
+            {"id": id_, "type": "function", "function": {"name": name, "arguments": args}}
+            for id_, name, args in tool_calls
+        ]
+    if reasoning_content is not None:
+        message["reasoning_content"] = reasoning_content
+    prompt, completion = usage
+    return StubResponse(
+        {
+            "id": "chatcmpl-stub",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+        }
+    )
+
+
+def openai_error(status: int, message: str, headers: dict[str, str] | None = None) -> StubResponse:
+    """An OpenAI-style error body with the given HTTP status."""
+    body = {"error": {"message": message, "type": "stub_error", "param": None, "code": None}}
+    return StubResponse(body, status=status, headers=headers or {})
+
+
+def anthropic_message(
+    content: list[dict[str, Any]],
+    stop_reason: str = "end_turn",
+    model: str = "claude-sonnet-4-5",
+    usage: tuple[int, int] = (21, 9),
+) -> StubResponse:
+    """An Anthropic Messages API response with the given content blocks."""
+    prompt, completion = usage
+    return StubResponse(
+        {
+            "id": "msg_stub",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {"input_tokens": prompt, "output_tokens": completion},
+        }
+    )

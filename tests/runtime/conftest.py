@@ -1,0 +1,234 @@
+"""Helpers for the runtime tests: scripted models, waiting, and reading ``helix.*`` rows.
+
+Every test uses the session-scoped ``executor`` fixture (tests/conftest.py): one DBOS
+launched on a real, migrated Postgres. Tests script the model with a
+:class:`MockLLMAdapter` responder keyed on the transcript (see :func:`scripted`), give
+their agents unique names (:func:`unique`) and wait for every run they start, so no run
+outlives its test and sees the next test's model.
+
+Test modules import the helpers as ``from runtime_testkit import ...``: a conftest
+module cannot be imported reliably by its own name (``tests/`` has two of them, both
+``conftest``), so this one registers itself under that name when pytest loads it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from pydantic import BaseModel
+
+from helix_dbos import MockLLMAdapter, Tool, ToolContext, define_tool
+from helix_dbos.types import AssistantMessage, Message, ToolResultMessage, ToolSpec
+
+sys.modules.setdefault("runtime_testkit", sys.modules[__name__])
+
+RESULT_TIMEOUT = 20.0
+"""Seconds a test waits for a run; runs here take well under a second."""
+
+
+def unique(prefix: str) -> str:
+    """A name no other test uses (agent names and session ids)."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+# --- scripting the model ------------------------------------------------------------------
+
+
+def call(call_id: str, name: str, arguments: Any = None, **extra: Any) -> dict[str, Any]:
+    """One tool call of a scripted step."""
+    return {"id": call_id, "name": name, "arguments": {} if arguments is None else arguments, **extra}
+
+
+def calls(*tool_calls: dict[str, Any], content: str | None = None) -> dict[str, Any]:
+    """A scripted step that calls tools."""
+    step: dict[str, Any] = {"type": "tool_calls", "tool_calls": list(tool_calls)}
+    if content is not None:
+        step["content"] = content
+    return step
+
+
+def text(content: str, **extra: Any) -> dict[str, Any]:
+    """A scripted text answer."""
+    return {"type": "text", "content": content, **extra}
+
+
+def finish(call_id: str, **output: Any) -> dict[str, Any]:
+    """A scripted ``__finish__`` call with ``output`` as its arguments."""
+    return calls(call(call_id, "__finish__", output))
+
+
+class ScriptExhausted(AssertionError):
+    """The model was called more often than the test scripted."""
+
+
+def scripted(*steps: Any) -> Callable[[list[Message], list[ToolSpec]], Any]:
+    """A responder that answers call ``n`` of a session with ``steps[n]``.
+
+    ``n`` is read off the transcript (how many assistant messages it holds; the
+    ``max_tokens``-recovery and input messages are user messages), so the script does
+    not depend on in-memory call counting. A step may be a function of the messages.
+    """
+
+    def respond(messages: list[Message], tools: list[ToolSpec]) -> Any:
+        index = sum(isinstance(m, AssistantMessage) for m in messages)
+        if index >= len(steps):
+            raise ScriptExhausted(f"the script has {len(steps)} steps; the model was called for step {index + 1}")
+        step = steps[index]
+        return step(messages) if callable(step) else step
+
+    return respond
+
+
+def use_model(executor: Any, *steps: Any, **options: Any) -> MockLLMAdapter:
+    """Install a fresh mock model answering ``steps`` in order (see :func:`scripted`)."""
+    mock = MockLLMAdapter(scripted(*steps), **options)
+    executor.llm = mock
+    return mock
+
+
+# --- transcripts ------------------------------------------------------------------------
+
+
+def tool_results(messages: list[Message]) -> list[ToolResultMessage]:
+    return [m for m in messages if isinstance(m, ToolResultMessage)]
+
+
+def result_for(messages: list[Message], call_id: str) -> ToolResultMessage:
+    found = [m for m in tool_results(messages) if m.tool_call_id == call_id]
+    assert len(found) == 1, f"expected one result for {call_id}, found {found}"
+    return found[0]
+
+
+def assert_paired(messages: list[Message]) -> None:
+    """Every tool call has exactly one result, right after its assistant message, in
+    call order; and no result answers a call that does not exist."""
+    seen_results: set[str] = set()
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolResultMessage):
+            assert message.tool_call_id not in seen_results, f"duplicate result {message.tool_call_id}"
+            seen_results.add(message.tool_call_id)
+        if not isinstance(message, AssistantMessage) or not message.tool_calls:
+            continue
+        expected = [c.id for c in message.tool_calls]
+        following = messages[index + 1 : index + 1 + len(expected)]
+        got = [m.tool_call_id if isinstance(m, ToolResultMessage) else None for m in following]
+        assert got == expected, f"assistant message {index}: calls {expected}, then results {got}"
+    called = {c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    assert seen_results <= called, f"results without calls: {seen_results - called}"
+
+
+# --- waiting ------------------------------------------------------------------------------
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
+
+
+# --- holding a run inside a tool -------------------------------------------------------------
+
+GATE_WAIT = 10.0
+"""A gated tool gives up (fails) after this long, so a broken test never hangs a run."""
+
+_gates: list[Gate] = []
+
+
+class NoInput(BaseModel):
+    pass
+
+
+class Gate:
+    """A tool that blocks its run until the test opens the gate::
+
+        gate = Gate()
+        agent = define_agent(..., tools=[gate.tool()])
+        handle = executor.execute(agent, "go")
+        gate.wait_entered()       # the run is now inside the tool, mid-step
+        ...                       # interrupt, abort, try a second execute, read the stream
+        gate.open()
+
+    Every gate is opened when its test ends, pass or fail.
+    """
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.opened = threading.Event()
+        self.left = threading.Event()
+        self.calls = 0
+        _gates.append(self)
+
+    def tool(self, name: str = "wait_here", **options: Any) -> Tool:
+        """The gated tool; ``options`` go to :func:`define_tool` (e.g. ``finish_with=True``)."""
+
+        def execute(_: NoInput, ctx: ToolContext) -> dict[str, Any]:
+            self.calls += 1
+            self.entered.set()
+            try:
+                if not self.opened.wait(GATE_WAIT):
+                    raise TimeoutError("the test never opened the gate")
+                return {"released": True}
+            finally:
+                self.left.set()
+
+        return define_tool(name, "Blocks until the test releases it.", NoInput, execute, **options)
+
+    def wait_entered(self, timeout: float = 10.0) -> None:
+        assert self.entered.wait(timeout), "the run never reached the gated tool"
+
+    def open(self) -> None:
+        self.opened.set()
+
+
+# --- the database -------------------------------------------------------------------------
+
+
+def rows(executor: Any, sql: str, **params: Any) -> list[dict[str, Any]]:
+    with executor.engine.connect() as conn:
+        return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
+
+
+def session_status(executor: Any, session_id: str) -> str | None:
+    found = rows(executor, "SELECT status FROM helix.sessions WHERE id = :id", id=session_id)
+    return found[0]["status"] if found else None
+
+
+def events(executor: Any, session_id: str) -> list[dict[str, Any]]:
+    return rows(executor, "SELECT seq, run, step, type, data FROM helix.events WHERE session_id = :id ORDER BY seq", id=session_id)
+
+
+def usage_rows(executor: Any, session_id: str) -> list[dict[str, Any]]:
+    return rows(executor, "SELECT run, step, source, name, input_tokens, output_tokens, total_tokens, success"
+                " FROM helix.usage WHERE session_id = :id ORDER BY id", id=session_id)
+
+
+@pytest.fixture(autouse=True)
+def _no_run_outlives_its_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test that uses the executor, wait until none of the sessions it touched
+    is mid-run, so a late run never calls the next test's model; fail if one is stuck."""
+    executor = request.getfixturevalue("executor") if "executor" in request.fixturenames else None
+    started = rows(executor, "SELECT now() AS t")[0]["t"] if executor is not None else None
+    yield
+    while _gates:
+        _gates.pop().open()
+    if executor is None:
+        return
+    wait_for(
+        lambda: not rows(
+            executor, "SELECT id FROM helix.sessions WHERE status = 'active' AND updated_at >= :t", t=started
+        ),
+        timeout=15,
+        what="every run of the test to end",
+    )
