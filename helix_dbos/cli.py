@@ -10,6 +10,7 @@ Exit codes: 0 ok, 1 not found / not pending / failed, 2 usage.
 from __future__ import annotations
 
 import functools
+import json
 import sys
 from typing import Any, Callable, TypeVar
 
@@ -79,8 +80,28 @@ def migrate(database_url: str | None) -> None:
 
 @main.command()
 @database_url_option
+@click.option("--model", default=None, help="A litellm model (e.g. openai/gpt-4o-mini); default: a scripted model.")
+@click.option("--question", default="Why do agent runs on DBOS survive crashes?", show_default=True)
 @helix_errors
-def demo(database_url: str | None) -> None:
-    """Run a research agent end to end on the embedded database."""
-    connect_url(database_url)
-    click.echo("database ready; the agent runtime is not implemented yet")
+def demo(database_url: str | None, model: str | None, question: str) -> None:
+    """Run a research agent end to end and print every step."""
+    from helix_dbos.demo import describe, research_agent, scripted_research
+    from helix_dbos.llm import LiteLLMAdapter, MockLLMAdapter
+    from helix_dbos.runtime.launch import launch_standalone, shutdown
+
+    url = connect_url(database_url)
+    agent = research_agent(model)
+    llm = LiteLLMAdapter() if model else MockLLMAdapter(responder=scripted_research)
+    executor = launch_standalone(llm, [agent], database_url=url)
+    try:
+        handle = executor.execute(agent, question)
+        click.echo(f"session {handle.session_id}")
+        for event in executor.stream(handle.session_id, idle_timeout=60):
+            line = describe(event)
+            if line:
+                click.echo(line)
+        result = handle.result(timeout=120)
+        click.echo(f"status: {result.status}, steps: {result.step_count}")
+        click.echo(f"final state: {json.dumps(executor.get_session(handle.session_id).state)}")
+    finally:
+        shutdown()

@@ -194,8 +194,13 @@ class DBOSAgentExecutor:
             return reads.usage_summary(conn, session_id)
 
     def stream(self, session_id: str, from_seq: int = 0, **options: Any) -> Iterator[EventRecord]:
-        """Yield the session's durable events live (see :func:`follow_events` for options)."""
-        self._require_session(session_id)
+        """Yield the session's durable events live (see :func:`follow_events` for options).
+
+        A session whose first run was just started (its row is not written yet) counts
+        as existing: the stream waits for its first events.
+        """
+        if self._session_row(session_id) is None and DBOS.get_workflow_status(run_workflow_id(session_id, 1)) is None:
+            raise SessionNotFoundError(f"no session {session_id!r}")
         return follow_events(self.database_url, session_id, from_seq, engine=self.engine, **options)
 
     def _session_row(self, session_id: str) -> SessionRecord | None:

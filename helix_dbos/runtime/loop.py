@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS
 
@@ -46,7 +46,6 @@ from helix_dbos.types import (
     Message,
     ParsedToolCall,
     StepResult,
-    StopReason,
     TextStepResult,
     ToolResultMessage,
     Usage,
@@ -310,7 +309,7 @@ class AgentLoop:
             output=terminal.output,
             error=terminal.error,
             step_count=self.step_count,
-            stop_reason=_model_stop_reason(terminal.stop_reason),
+            stop_reason=terminal.stop_reason,
         )
 
 
@@ -401,12 +400,6 @@ def _llm_usage_row(model: str, usage: Usage, step_result: StepResult) -> dict[st
         "ms": usage.latency_ms,
         "success": step_result.type != "error",
     }
-
-
-def _model_stop_reason(reason: str | None) -> StopReason | None:
-    """``AgentResult.stop_reason`` takes the model's stop reasons only; run-level ones
-    (``max_steps``, ``interrupted``) stay on the session and run rows."""
-    return reason if reason in get_args(StopReason) else None  # type: ignore[return-value]
 
 
 def _tool_usage_row(outcome: ToolOutcome) -> dict[str, Any]:

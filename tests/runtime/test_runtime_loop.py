@@ -140,6 +140,21 @@ def test_invalid_finish_output_goes_back_to_the_model_then_a_valid_one_completes
     assert_paired(messages)
 
 
+def test_finish_with_unparsable_arguments_goes_back_to_the_model(executor):
+    agent = define_agent(unique("finish-json"), output_schema=Answer)
+    use_model(
+        executor,
+        calls(call("f1", "__finish__", '{"answer": ', parse_error="Expecting value at char 11")),
+        finish("f2", answer="ok", confidence=0.3),
+    )
+    handle, result = run(executor, agent)
+    assert (result.status, result.step_count) == ("completed", 2)
+    messages = executor.get_session(handle.session_id).messages
+    rejected = result_for(messages, "f1")
+    assert rejected.is_error and "Expecting value" in rejected.content
+    assert_paired(messages)
+
+
 def test_structured_output_step_completes_without_an_assistant_message(executor):
     agent = define_agent(unique("structured"), output_schema=Answer)
     use_model(executor, {"type": "structured_output", "output": {"answer": "yes", "confidence": 0.5}})
@@ -428,10 +443,19 @@ def test_raising_tool_becomes_an_error_result_and_the_run_continues(executor):
         """Raises."""
         raise RuntimeError(f"kaboom: {reason}")
 
-    agent = define_agent(unique("heal-raise"), tools=[explode, echo])
+    @tool
+    async def aexplode(reason: str) -> dict:
+        """Raises, asynchronously."""
+        raise ValueError(f"async kaboom: {reason}")
+
+    agent = define_agent(unique("heal-raise"), tools=[explode, aexplode, echo])
     mock = use_model(
         executor,
-        calls(call("c1", "explode", {"reason": "test"}), call("c2", "echo", {"value": "fine"})),
+        calls(
+            call("c1", "explode", {"reason": "test"}),
+            call("c2", "echo", {"value": "fine"}),
+            call("c3", "aexplode", {"reason": "too"}),
+        ),
         text("recovered"),
     )
     handle, result = run(executor, agent)
@@ -439,6 +463,7 @@ def test_raising_tool_becomes_an_error_result_and_the_run_continues(executor):
     messages = executor.get_session(handle.session_id).messages
     failed = result_for(messages, "c1")
     assert failed.is_error and failed.content == "kaboom: test"
+    assert result_for(messages, "c3").is_error and result_for(messages, "c3").content == "async kaboom: too"
     assert json.loads(result_for(messages, "c2").content) == {"echoed": "fine"}
     assert failed in mock.get_last_input().messages
     assert_paired(messages)

@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from helix_dbos import HelixError, ToolContext, define_agent, define_tool
+from helix_dbos.runtime import loop
 from runtime_testkit import (
     RESULT_TIMEOUT,
     assert_paired,
@@ -181,6 +182,17 @@ def test_patch_log_is_rfc6902_and_replays_to_the_final_state(executor):
         state = jsonpatch.apply_patch(state, r["patch"])
         assert state == EXPECTED[n]
     assert state == executor.get_session(sid).state
+
+
+def test_state_rebuilt_from_periodic_snapshots_matches_the_patch_log(executor, monkeypatch):
+    monkeypatch.setattr(loop, "SNAPSHOT_EVERY_STEPS", 2)
+    agent = define_agent(unique("state-snap"), tools=[CHANGE], state_schema=Board)
+    use_model(executor, *SCRIPT)
+    handle, _ = run(executor, agent)
+    sid = handle.session_id
+    snapshots = rows(executor, "SELECT step, state FROM helix.state_snapshots WHERE session_id = :s ORDER BY step", s=sid)
+    assert snapshots == [{"step": n, "state": EXPECTED[n]} for n in (0, 2, 4)]
+    assert [executor.get_session(sid, at_step=n).state for n in range(5)] == EXPECTED
 
 
 @pytest.mark.parametrize("at_step", [-1, 5, 99])

@@ -1,0 +1,93 @@
+"""``helix-dbos demo``: a research agent run end to end, printed step by step.
+
+By default the model is scripted (no key, no network): it searches twice in parallel,
+saves notes to the agent's state, then finishes with a structured report. With
+``--model openai/gpt-4o-mini`` (and the provider's key in the environment) a real
+model drives the same agent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from helix_dbos.agents import AgentConfig, define_agent
+from helix_dbos.store.records import EventRecord
+from helix_dbos.tools import ToolContext, tool
+from helix_dbos.types import AssistantMessage, Message, ToolCallsStepResult, ToolSpec
+
+CORPUS = {
+    "dbos": "DBOS checkpoints each workflow step in Postgres, so a crashed workflow resumes where it stopped.",
+    "postgres": "Postgres commits a transaction atomically: all of its writes become visible, or none does.",
+    "agents": "An agent loop calls a model, runs the tools it asks for, and feeds the results back.",
+}
+
+
+class ResearchState(BaseModel):
+    notes: list[str] = Field(default_factory=list)
+    searches: int = 0
+
+
+class Report(BaseModel):
+    summary: str
+    sources: list[str]
+
+
+@tool
+def search(query: str, ctx: ToolContext) -> dict[str, Any]:
+    """Search the (tiny, built-in) corpus for a topic."""
+    hits = {topic: text for topic, text in CORPUS.items() if topic in query.lower()}
+    ctx.update_state(lambda draft: setattr(draft, "searches", draft.searches + 1))
+    return {"query": query, "results": hits}
+
+
+@tool
+def save_note(text: str, ctx: ToolContext) -> dict[str, Any]:
+    """Save a research note in the agent's state."""
+    ctx.update_state(lambda draft: draft.notes.append(text))
+    return {"saved": True}
+
+
+def scripted_research(messages: list[Message], tools: list[ToolSpec]) -> ToolCallsStepResult:
+    """The scripted model: search twice in parallel, save two notes, then finish."""
+    step = sum(isinstance(m, AssistantMessage) for m in messages) + 1
+    if step == 1:
+        calls = [("s1", "search", {"query": "How does DBOS recover?"}), ("s2", "search", {"query": "Postgres atomicity"})]
+    elif step == 2:
+        calls = [("n1", "save_note", {"text": CORPUS["dbos"]}), ("n2", "save_note", {"text": CORPUS["postgres"]})]
+    else:
+        summary = "Agent runs survive crashes because each step is a DBOS checkpoint committed atomically in Postgres."
+        calls = [("done", "__finish__", {"summary": summary, "sources": ["dbos", "postgres"]})]
+    return ToolCallsStepResult(tool_calls=[{"id": i, "name": n, "arguments": a} for i, n, a in calls])
+
+
+def research_agent(model: str | None = None) -> AgentConfig:
+    return define_agent(
+        name="demo-researcher",
+        system_prompt="You research a question with the search tool, save notes, then report.",
+        tools=[search, save_note],
+        state_schema=ResearchState,
+        output_schema=Report,
+        llm_config=model or "scripted",
+        max_steps=8,
+    )
+
+
+def describe(event: EventRecord) -> str | None:
+    """One line for an event of the durable stream (None for those not worth a line)."""
+    data = event.data
+    formats: dict[str, Callable[[], str]] = {
+        "run_start": lambda: f"run {data['run']} started: {data.get('input')!r}",
+        "step_start": lambda: f"-- step {data['step']}",
+        "text": lambda: f"   model: {data['content']}",
+        "tool_call": lambda: f"   call   {data['tool_name']}({json.dumps(data['input'])})",
+        "tool_result": lambda: f"   result {data['tool_name']}: {data['content']}",
+        "state_patch": lambda: f"   state  {json.dumps(data['patches'])}",
+        "finish": lambda: f"finished: {json.dumps(data['output'], indent=2)}",
+        "error": lambda: f"failed: {data['error']}",
+    }
+    make = formats.get(event.type)
+    return make() if make else None

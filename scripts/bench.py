@@ -1,0 +1,260 @@
+"""Benchmarks of helix-dbos: engine overhead, commits and bytes per turn, throughput.
+
+    python scripts/bench.py [--database-url URL] [--quick]
+
+Workload (the one our peers' benchmarks use): one run = K model turns; each turn the
+model calls two tools in parallel (one appends to the state), then ``__finish__``. The
+model is scripted and answers instantly, so the time of a run is the engine's own.
+
+It prints, for K = 20 and K = 200:
+  - microseconds of engine overhead per turn, and the same for a bare DBOS workflow that
+    makes exactly the same DBOS calls per turn with empty bodies (the floor), and the ratio;
+  - Postgres commits per turn and WAL bytes written per turn (pg_stat_database, WAL LSN);
+then turns per second with 200 concurrent sessions whose model answers after 50 ms, and
+the state tracker figures (scripts/bench_state.py).
+
+It runs on a database of its own (created on the server of --database-url, else the
+embedded Postgres, and dropped at the end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from dbos import DBOS
+from pydantic import BaseModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from helix_dbos import DBOSAgentExecutor, ToolContext, define_agent, tool  # noqa: E402
+from helix_dbos.database import libpq_url, render_url, resolve_database_url  # noqa: E402
+from helix_dbos.runtime.launch import dbos_config  # noqa: E402
+from helix_dbos.types import Message, ToolCallsStepResult, ToolSpec, Usage  # noqa: E402
+
+
+class Notes(BaseModel):
+    notes: list[str] = []
+
+
+class Done(BaseModel):
+    turns: int
+
+
+@tool
+async def record(turn: int, ctx: ToolContext) -> dict:
+    """Append a note to the state."""
+    ctx.update_state(lambda d: d.notes.append(f"note {turn}"))
+    return {"ok": True}
+
+
+@tool
+async def lookup(turn: int) -> dict:
+    """Look something up (no state change)."""
+    return {"turn": turn}
+
+
+def respond(messages: list[Message], tools: list[ToolSpec]) -> ToolCallsStepResult:
+    """K turns of two tool calls, then ``__finish__``; K is in the first user message.
+
+    O(1) per call: the transcript is [system, user, (assistant, tool, tool) * turns].
+    """
+    turns = int(str(messages[1].content).split("=")[1])
+    turn = (len(messages) - 2) // 3 + 1
+    if turn > turns:
+        return ToolCallsStepResult(tool_calls=[{"id": "fin", "name": "__finish__", "arguments": {"turns": turns}}])
+    return ToolCallsStepResult(
+        tool_calls=[
+            {"id": f"r{turn}", "name": "record", "arguments": {"turn": turn}},
+            {"id": f"l{turn}", "name": "lookup", "arguments": {"turn": turn}},
+        ]
+    )
+
+
+class InstantModel:
+    """A scripted model that answers at once with fixed usage (no per-call cost of its own)."""
+
+    def __init__(self, latency: float = 0.0) -> None:
+        self.latency = latency
+
+    async def generate_step(
+        self, messages: list[Message], tools: list[ToolSpec], llm_config: Any, output_schema: Any = None
+    ) -> tuple[ToolCallsStepResult, Usage]:
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        return respond(messages, tools), Usage(input_tokens=100, output_tokens=20, total_tokens=120)
+
+
+agent = define_agent(
+    name="bench-agent", system_prompt="Benchmark.", tools=[record, lookup], output_schema=Done,
+    state_schema=Notes, max_steps=1000,
+)
+
+
+# --- the floor: the same DBOS calls per turn, empty bodies -------------------------------
+
+async def _empty_step() -> None:
+    return None
+
+
+def floor_workflow_factory(executor: DBOSAgentExecutor) -> Any:
+    empty_tx = executor.datasource.transaction(name="floor_tx", isolation_level="READ COMMITTED")(lambda: None)
+
+    @DBOS.workflow(name="bench_floor")
+    async def floor(turns: int) -> int:
+        await asyncio.to_thread(empty_tx)  # begin
+        for _ in range(turns + 1):
+            await DBOS.run_step_async({"name": "llm"}, _empty_step)
+            reservations = [DBOS.reserve_step() for _ in range(2)] if _ < turns else []
+            await asyncio.gather(*(r.run_async({"name": "tool"}, _empty_step) for r in reservations))
+            await asyncio.to_thread(empty_tx)  # commit
+        return turns
+
+    return floor
+
+
+# --- measurement --------------------------------------------------------------------------
+
+ROW_BYTES_SQL = """
+SELECT (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.messages t WHERE session_id = %(s)s)
+     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.events t WHERE session_id = %(s)s)
+     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.state_patches t WHERE session_id = %(s)s)
+     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.state_snapshots t WHERE session_id = %(s)s)
+     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.usage t WHERE session_id = %(s)s)
+     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM dbos.operation_outputs t WHERE workflow_uuid = %(w)s)
+"""
+
+
+class Counters:
+    """Commits of the benchmark database (pg_stat_database) and bytes of the rows a run wrote."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = psycopg.connect(libpq_url(url), autocommit=True)
+
+    def commits(self) -> int:
+        self.conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = self.conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").fetchone()
+        return int(row[0])
+
+    def row_bytes(self, session_id: str) -> int:
+        row = self.conn.execute(ROW_BYTES_SQL, {"s": session_id, "w": f"helix:{session_id}:run:1"}).fetchone()
+        return int(row[0])
+
+
+def run_agent(executor: DBOSAgentExecutor, turns: int, session_id: str | None = None) -> float:
+    started = time.perf_counter()
+    session_id = session_id or f"bench-{uuid.uuid4().hex[:8]}"
+    result = executor.execute(agent, f"turns={turns}", session_id=session_id).result(timeout=600, poll_interval=0.005)
+    assert result.status == "completed", result
+    return time.perf_counter() - started
+
+
+def run_floor(floor: Any, turns: int) -> float:
+    started = time.perf_counter()
+    assert DBOS.start_workflow(floor, turns).get_result() == turns
+    return time.perf_counter() - started
+
+
+def per_turn(seconds: list[float], turns: int) -> float:
+    return statistics.median(seconds) / turns * 1e6
+
+
+def measure_overhead(executor: DBOSAgentExecutor, floor: Any, counters: Counters, turns: int, repeats: int) -> dict[str, float]:
+    run_agent(executor, 3)
+    run_floor(floor, 3)  # warm up
+    ours, bare = [], []
+    for _ in range(repeats):  # interleaved, so both see the same machine
+        ours.append(run_agent(executor, turns))
+        bare.append(run_floor(floor, turns))
+    time.sleep(1.1)  # backends report to pg_stat_database about once a second
+    c0 = counters.commits()
+    session_id = f"bytes-{uuid.uuid4().hex[:8]}"
+    run_agent(executor, turns, session_id)
+    time.sleep(1.1)
+    c1 = counters.commits()
+    return {
+        "us_per_turn": per_turn(ours, turns),
+        "floor_us_per_turn": per_turn(bare, turns),
+        "commits_per_turn": (c1 - c0) / turns,
+        "bytes_per_turn": counters.row_bytes(session_id) / turns,
+    }
+
+
+def measure_throughput(executor: DBOSAgentExecutor, sessions: int, turns: int, latency: float) -> float:
+    executor.llm = InstantModel(latency)
+    started = time.perf_counter()
+    handles = [executor.execute(agent, f"turns={turns}", session_id=f"tp-{uuid.uuid4().hex[:10]}") for _ in range(sessions)]
+    for handle in handles:
+        assert handle.result(timeout=900).status == "completed"
+    elapsed = time.perf_counter() - started
+    executor.llm = InstantModel()
+    return sessions * turns / elapsed
+
+
+def create_bench_database(server_url: str) -> tuple[str, str]:
+    name = f"helix_bench_{os.getpid()}"
+    with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return render_url(server_url, database=name), name
+
+
+def drop_database(server_url: str, name: str) -> None:
+    with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and sessions (a smoke run)")
+    args = parser.parse_args()
+    server_url = resolve_database_url(args.database_url)
+    url, name = create_bench_database(server_url)
+    try:
+        DBOS(config=dbos_config(url, name="helix-bench", notification_listener_polling_interval_sec=0.01))
+        executor = DBOSAgentExecutor(llm=InstantModel(), database_url=url)
+        executor.register(agent)
+        floor = floor_workflow_factory(executor)
+        DBOS.launch()
+        report(executor, floor, Counters(url), quick=args.quick)
+    finally:
+        DBOS.destroy(destroy_registry=True)
+        drop_database(server_url, name)
+
+
+def report(executor: DBOSAgentExecutor, floor: Any, counters: Counters, quick: bool) -> None:
+    repeats = 2 if quick else 5
+    print("engine overhead (instant model, 2 tools per turn, one appends to state)")
+    print(f"{'K':>5} {'us/turn':>9} {'floor us/turn':>14} {'ratio':>6} {'commits/turn':>13} {'bytes/turn':>11}")
+    figures = {}
+    for turns in (20, 200):
+        f = measure_overhead(executor, floor, counters, turns, repeats if turns == 20 else max(1, repeats // 2))
+        figures[turns] = f
+        print(
+            f"{turns:>5} {f['us_per_turn']:>9.0f} {f['floor_us_per_turn']:>14.0f} "
+            f"{f['us_per_turn'] / f['floor_us_per_turn']:>6.2f} {f['commits_per_turn']:>13.1f} {f['bytes_per_turn']:>11.0f}"
+        )
+    print(f"bytes/turn K=200 vs K=20: {figures[200]['bytes_per_turn'] / figures[20]['bytes_per_turn']:.2f}x")
+    sessions = 40 if quick else 200
+    rate = measure_throughput(executor, sessions, turns=5, latency=0.05)
+    print(f"throughput: {rate:.0f} turns/s with {sessions} concurrent sessions, model latency 50 ms, 5 turns each")
+    import bench_state
+
+    print("state tracker (us per tracked update: append one item + set one scalar, delta mode)")
+    state = bench_state.run()
+    for n, us in state["us_per_update"].items():
+        print(f"  {n:>7} items: {us:.1f} us")
+    print(f"  ratio 100,000 / 10 items: {state['ratio_100k_to_10']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
