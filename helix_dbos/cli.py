@@ -105,3 +105,398 @@ def demo(database_url: str | None, model: str | None, question: str) -> None:
         click.echo(f"final state: {json.dumps(executor.get_session(handle.session_id).state)}")
     finally:
         shutdown()
+
+
+# --- operator commands ----------------------------------------------------------------------
+# Thin shells over helix_dbos.admin: no agent is imported and DBOS is not launched, and
+# the admin module (with DBOS's client, imported only when a workflow must be reached) is
+# imported when a command runs, so `helix-dbos --help` stays fast.
+
+EXIT_INTERRUPTED = 130
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts) instead of text.")
+
+
+def operator_errors(func: F) -> F:
+    """One ``error:`` line on stderr and exit 1 for any failure: a :class:`HelixError`
+    (not found, not pending, already answered, ...) or the database or DBOS failing."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except HelixError as exc:
+            _fail(str(exc))
+        except Exception as exc:
+            first = (str(exc).strip() or "").splitlines()
+            _fail(f"{type(exc).__name__}: {first[0]}" if first else type(exc).__name__)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _admin() -> Any:
+    from helix_dbos import admin
+
+    return admin
+
+
+def _to_jsonable(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [_to_jsonable(v) for v in value]
+    return value
+
+
+def _print_json(value: Any, indent: int | None = 2) -> None:
+    click.echo(json.dumps(_to_jsonable(value), indent=indent, ensure_ascii=False))
+
+
+def _compact(value: Any, width: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _when(value: Any) -> str:
+    return value.astimezone().strftime("%Y-%m-%d %H:%M:%S") if value is not None else "-"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> None:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    for line in [headers, *rows]:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+
+
+def _answered(outcome: Any) -> None:
+    """Print what an answer did; an answer that changed nothing is an error (exit 1)."""
+    if outcome.status == "already_answered":
+        _fail(
+            f"tool call {outcome.tool_call_id!r} of session {outcome.session_id!r} was already answered;"
+            " the first answer stands"
+        )
+
+
+@main.command()
+@database_url_option
+@click.option("--session", "session_id", default=None, help="Only this session's calls (with its sub-sessions').")
+@json_option
+@operator_errors
+def pending(database_url: str | None, session_id: str | None, as_json: bool) -> None:
+    """List tool calls waiting for an approval or a client's result."""
+    calls = _admin().list_pending(connect_url(database_url), session_id)
+    if as_json:
+        _print_json(calls)
+    elif not calls:
+        click.echo("no pending tool calls")
+    else:
+        _table(
+            ["SESSION", "CALL", "TOOL", "KIND", "STEP", "REQUESTED", "DEADLINE", "INPUT"],
+            [
+                [c.session_id, c.tool_call_id, c.tool_name, c.kind, str(c.step), _when(c.requested_at),
+                 _when(c.deadline), _compact(c.input)]
+                for c in calls
+            ],
+        )
+
+
+@main.command()
+@database_url_option
+@click.argument("session_id")
+@click.argument("tool_call_id")
+@click.option("--reason", default=None, help="Why (kept in the audit row).")
+@click.option("--as", "approver", default=None, help="Who approves (kept in the audit row).")
+@json_option
+@operator_errors
+def approve(
+    database_url: str | None, session_id: str, tool_call_id: str, reason: str | None, approver: str | None, as_json: bool
+) -> None:
+    """Approve a gated tool call: the tool runs with its original input."""
+    outcome = _admin().approve(connect_url(database_url), session_id, tool_call_id, reason=reason, approver=approver)
+    _answered(outcome)
+    if as_json:
+        _print_json(outcome)
+    else:
+        click.echo(f"approved {tool_call_id} of session {session_id}")
+
+
+@main.command()
+@database_url_option
+@click.argument("session_id")
+@click.argument("tool_call_id")
+@click.option("--reason", required=True, help="Why; the model reads it as the tool's error result.")
+@click.option("--as", "approver", default=None, help="Who denies (kept in the audit row).")
+@json_option
+@operator_errors
+def deny(
+    database_url: str | None, session_id: str, tool_call_id: str, reason: str, approver: str | None, as_json: bool
+) -> None:
+    """Deny a gated tool call: the tool never runs and the model is told why."""
+    outcome = _admin().deny(connect_url(database_url), session_id, tool_call_id, reason=reason, approver=approver)
+    _answered(outcome)
+    if as_json:
+        _print_json(outcome)
+    else:
+        click.echo(f"denied {tool_call_id} of session {session_id}: {reason}")
+
+
+@main.command()
+@database_url_option
+@click.argument("session_id")
+@click.argument("tool_call_id")
+@click.option("--result", "result_json", default=None, help="The client tool's result, as JSON.")
+@click.option("--error", default=None, help="The client tool's error message instead of a result.")
+@json_option
+@operator_errors
+def submit(
+    database_url: str | None, session_id: str, tool_call_id: str, result_json: str | None, error: str | None,
+    as_json: bool,
+) -> None:
+    """Give a client-executed tool call its result (--result JSON) or its error (--error MSG)."""
+    if (result_json is None) == (error is None):
+        raise click.UsageError("give exactly one of --result JSON or --error MSG")
+    try:
+        result = json.loads(result_json) if result_json is not None else None
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--result") from None
+    outcome = _admin().submit(connect_url(database_url), session_id, tool_call_id, result=result, error=error)
+    _answered(outcome)
+    if as_json:
+        _print_json(outcome)
+    elif error is not None:
+        click.echo(f"submitted an error for {tool_call_id} of session {session_id}")
+    else:
+        click.echo(f"submitted the result of {tool_call_id} of session {session_id}")
+
+
+@main.command()
+@database_url_option
+@click.option("--status", default=None, help="Only sessions with this status (active, awaiting_approval, ...).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1), help="At most this many.")
+@json_option
+@operator_errors
+def sessions(database_url: str | None, status: str | None, limit: int, as_json: bool) -> None:
+    """List sessions, most recently updated first."""
+    found = _admin().list_sessions(connect_url(database_url), limit=limit, status=status)
+    if as_json:
+        _print_json([s.model_dump(mode="json", exclude={"messages", "state", "pending"}) for s in found])
+    elif not found:
+        click.echo("no sessions")
+    else:
+        _table(
+            ["SESSION", "AGENT", "STATUS", "STEPS", "RUNS", "UPDATED"],
+            [[s.id, s.agent_name, s.status, str(s.step_count), str(s.run_count), _when(s.updated_at)] for s in found],
+        )
+
+
+def _describe_message(message: dict[str, Any]) -> list[str]:
+    role = message.get("role")
+    if role == "assistant":
+        lines = [message["content"]] if message.get("content") else []
+        lines += [f"call {c['name']} [{c['id']}] {_compact(c.get('arguments'))}" for c in message.get("tool_calls", [])]
+        return lines or ["(empty)"]
+    if role == "tool":
+        label = "error" if message.get("is_error") else "result"
+        return [f"{label} {message['tool_name']} [{message['tool_call_id']}]: {_compact(message['content'], 100)}"]
+    return [_compact(message.get("content", ""), 100)]
+
+
+def _print_session(detail: Any) -> None:
+    s = detail.session
+    click.echo(f"session  {s.id}")
+    click.echo(f"agent    {s.agent_name}")
+    click.echo(f"status   {s.status}" + (f" ({s.stop_reason})" if s.stop_reason else ""))
+    click.echo(f"steps    {s.step_count}, runs {s.run_count}, messages {s.message_count}")
+    click.echo(f"created  {_when(s.created_at)}, updated {_when(s.updated_at)}")
+    if s.parent_session_id:
+        click.echo(f"parent   {s.parent_session_id} (tool call {s.parent_tool_call_id})")
+    if detail.forked_from:
+        click.echo(f"forked   from {detail.forked_from['session_id']} at step {detail.forked_from['step']}")
+    if s.output is not None:
+        click.echo(f"output   {_compact(s.output, 200)}")
+    if s.error:
+        click.echo(f"error    {s.error}")
+    click.echo("")
+    click.echo("transcript")
+    for entry in detail.transcript:
+        role = entry.message.get("role", "?")
+        for i, line in enumerate(_describe_message(entry.message)):
+            prefix = f"  {entry.seq:>3}  step {entry.step:<3} {role:<9}" if i == 0 else " " * 26
+            click.echo(f"{prefix} {line}")
+    click.echo("")
+    click.echo(f"state    {_compact(detail.state, 200)}")
+    click.echo("")
+    click.echo("runs")
+    if detail.runs:
+        _table(
+            ["  RUN", "KIND", "STATUS", "STEPS", "STOP", "STARTED", "ENDED"],
+            [
+                [f"  {r.run}", r.kind, r.status, f"{r.start_step + 1}-{r.end_step if r.end_step is not None else ''}",
+                 r.stop_reason or "-", _when(r.started_at), _when(r.ended_at)]
+                for r in detail.runs
+            ],
+        )
+    else:
+        click.echo("  none")
+    click.echo("")
+    click.echo("pending")
+    if detail.pending:
+        _table(
+            ["  CALL", "TOOL", "KIND", "SESSION", "DEADLINE", "INPUT"],
+            [[f"  {c.tool_call_id}", c.tool_name, c.kind, c.session_id, _when(c.deadline), _compact(c.input)]
+             for c in detail.pending],
+        )
+    else:
+        click.echo("  none")
+    if detail.answers:
+        click.echo("")
+        click.echo("answers")
+        _table(
+            ["  CALL", "KIND", "ANSWER", "BY", "AT", "REASON"],
+            [
+                [f"  {a.tool_call_id}", a.kind, _answer_word(a), a.answered_by or "-", _when(a.answered_at),
+                 a.reason or "-"]
+                for a in detail.answers
+            ],
+        )
+    u = detail.usage
+    click.echo("")
+    cost = f"${u.cost_usd:.6f}" if u.cost_usd is not None else "-"
+    click.echo(
+        f"usage    llm {u.llm_calls} calls, {u.total_tokens} tokens ({u.input_tokens} in, {u.output_tokens} out),"
+        f" cost {cost}; tools {u.tool_calls} calls, {u.tool_ms:.0f} ms; client wait {u.client_tool_wait_ms:.0f} ms"
+    )
+    if detail.children:
+        click.echo("")
+        click.echo("children")
+        _table(
+            ["  SESSION", "AGENT", "STATUS", "STEPS", "TOOL CALL"],
+            [[f"  {c.id}", c.agent_name, c.status, str(c.step_count), c.parent_tool_call_id or "-"]
+             for c in detail.children],
+        )
+
+
+def _answer_word(answer: Any) -> str:
+    if answer.kind == "approval":
+        return "approved" if answer.approved else "denied"
+    return "error" if (answer.answer or {}).get("error") is not None else "result"
+
+
+@main.command()
+@database_url_option
+@click.argument("session_id")
+@json_option
+@operator_errors
+def show(database_url: str | None, session_id: str, as_json: bool) -> None:
+    """Show a session: transcript, state, runs, pending calls, answers, usage, children."""
+    detail = _admin().show_session(connect_url(database_url), session_id)
+    if as_json:
+        _print_json(detail)
+    else:
+        _print_session(detail)
+
+
+@main.command()
+@database_url_option
+@click.argument("session_id")
+@click.option("--at-step", "step", default=None, type=click.IntRange(min=0), help="As it was after this step.")
+@json_option
+@operator_errors
+def state(database_url: str | None, session_id: str, step: int | None, as_json: bool) -> None:
+    """Print a session's custom state, now or after step N (rebuilt from the patch log)."""
+    value = _admin().state_at(connect_url(database_url), session_id, step)
+    _print_json(value, indent=None if as_json else 2)
+
+
+def _describe_event(event: Any) -> str:
+    data = event.data if isinstance(event.data, dict) else {}
+    formats: dict[str, Callable[[], str]] = {
+        "run_start": lambda: f"run {data.get('run')} ({data.get('kind')}) input {_compact(data.get('input'))}",
+        "step_start": lambda: f"step {data.get('step')}",
+        "text": lambda: _compact(data.get("content", ""), 100),
+        "tool_call": lambda: f"{data.get('tool_name')} [{data.get('tool_call_id')}] {_compact(data.get('input'))}",
+        "tool_approval_request": lambda: f"{data.get('tool_name')} [{data.get('tool_call_id')}] {_compact(data.get('input'))}",
+        "tool_start": lambda: f"{data.get('tool_name')} [{data.get('tool_call_id')}] {_compact(data.get('input'))}",
+        "tool_result": lambda: (
+            f"{data.get('tool_name')} [{data.get('tool_call_id')}]{' error' if data.get('is_error') else ''}:"
+            f" {_compact(data.get('content', ''), 80)}"
+        ),
+        "state_patch": lambda: _compact(data.get("patches"), 100),
+        "step_finish": lambda: f"step {data.get('step')} ({data.get('stop_reason')})",
+        "finish": lambda: f"output {_compact(data.get('output'), 100)}",
+        "error": lambda: str(data.get("error")),
+    }
+    make = formats.get(event.type)
+    summary = make() if make else _compact(event.data, 100)
+    return f"{event.seq:>5}  run {event.run}  step {event.step:<3} {event.type:<22} {summary}".rstrip()
+
+
+@main.command()
+@database_url_option
+@click.argument("session_id")
+@click.option("--from-seq", default=0, show_default=True, type=click.IntRange(min=0), help="First event to print.")
+@click.option("--follow/--no-follow", default=True, show_default=True,
+              help="Keep printing new events until the run in progress ends.")
+@json_option
+@operator_errors
+def tail(database_url: str | None, session_id: str, from_seq: int, follow: bool, as_json: bool) -> None:
+    """Print a session's event stream (with --json: one JSON object per line)."""
+    try:
+        for event in _admin().tail(connect_url(database_url), session_id, from_seq, follow=follow):
+            click.echo(json.dumps(event.model_dump(mode="json"), ensure_ascii=False) if as_json else _describe_event(event))
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+@main.command()
+@database_url_option
+@click.argument("session_id")
+@click.option("--reason", default="cancelled by an operator", show_default=True, help="Recorded as the run's error.")
+@json_option
+@operator_errors
+def cancel(database_url: str | None, session_id: str, reason: str, as_json: bool) -> None:
+    """Cancel the run in progress now (its workflow is cancelled; the run ends aborted)."""
+    done = _admin().cancel(connect_url(database_url), session_id, reason=reason)
+    if as_json:
+        _print_json(done)
+    elif done.changed:
+        click.echo(f"cancelled run {done.run} of session {session_id} (workflow {done.workflow_id}); status {done.status}")
+    else:
+        click.echo(f"run {done.run} of session {session_id} had already ended; status {done.status}")
+
+
+@main.command()
+@database_url_option
+@click.argument("session_id")
+@json_option
+@operator_errors
+def resume(database_url: str | None, session_id: str, as_json: bool) -> None:
+    """Restart a cancelled or crashed run's workflow where it stopped.
+
+    An interrupted or forked session needs a new run, started by a worker that
+    registered the agent: executor.resume(agent, session_id).
+    """
+    done = _admin().resume(connect_url(database_url), session_id)
+    if as_json:
+        _print_json(done)
+    else:
+        click.echo(f"resumed run {done.run} of session {session_id} (workflow {done.workflow_id}); status {done.status}")
+
+
+@main.command()
+@database_url_option
+@click.argument("session_id")
+@click.option("--from-step", "from_step", required=True, type=click.IntRange(min=0), help="Fork after this step.")
+@json_option
+@operator_errors
+def fork(database_url: str | None, session_id: str, from_step: int, as_json: bool) -> None:
+    """Copy a session as it was after step N into a new, interrupted session."""
+    created = _admin().fork(connect_url(database_url), session_id, from_step)
+    if as_json:
+        _print_json(created.model_dump(mode="json", exclude={"messages", "state", "pending"}))
+    else:
+        click.echo(f"forked session {session_id} after step {from_step} into {created.id} (status {created.status})")
+        click.echo(f"continue it from a worker that registered agent {created.agent_name!r}:"
+                   f" executor.resume({created.agent_name!r}, {created.id!r})")

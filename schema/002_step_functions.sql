@@ -17,8 +17,9 @@ BEGIN
 END;
 $$;
 
--- End a run that is still in progress: session and run rows take the final status, and
--- one event says so. Returns false (and writes nothing) when the run had already ended.
+-- End a run that is still in progress: session and run rows take the final status, its
+-- pending calls are cancelled, and one event says so. Returns false (and writes nothing)
+-- when the run had already ended.
 CREATE FUNCTION helix.end_run(sid text, run_no integer, final_status text, err text,
                               reason text, ev jsonb)
 RETURNS boolean LANGUAGE plpgsql AS $$
@@ -36,6 +37,9 @@ BEGIN
     UPDATE helix.runs
        SET status = final_status, error = err, stop_reason = reason, end_step = cur_step, ended_at = now()
      WHERE session_id = sid AND run = run_no;
+    -- The run's gated calls can no longer be answered.
+    UPDATE helix.pending_tool_calls SET status = 'cancelled'
+     WHERE session_id = sid AND run = run_no AND status = 'pending';
     IF ev IS NOT NULL THEN
         PERFORM helix.append_events(sid, run_no, cur_step, jsonb_build_array(ev));
     END IF;
@@ -46,7 +50,8 @@ $$;
 -- Commit one agent step. p is:
 --   {session_id, run, step, messages: [...], patch: [...]|null, snapshot: {...}|null,
 --    usage: [{source, name, input_tokens, output_tokens, total_tokens, cost_usd, ms, success}],
---    events: [{type, data}], terminal: {status, output, error, stop_reason}|null}
+--    events: [{type, data}], terminal: {status, output, error, stop_reason}|null,
+--    resolved: [{tool_call_id, status}] (gated calls answered or timed out in this step)}
 -- The session must be active at step p.step - 1 (compare-and-set); otherwise it raises
 -- and nothing is written. Returns {interrupted: bool}: an interrupt requested by anyone
 -- ends a non-terminal run here, in the same transaction.
@@ -107,6 +112,21 @@ BEGIN
         || CASE WHEN interrupted THEN jsonb_build_array(jsonb_build_object(
                 'type', 'interrupted', 'data', jsonb_build_object('step', step_no)))
            ELSE '[]'::jsonb END);
+
+    -- Gated calls answered (or timed out) in this step leave the pending list; a client
+    -- tool's wait is recorded as usage, from the request to the recorded answer.
+    IF jsonb_typeof(p->'resolved') = 'array' THEN
+        UPDATE helix.pending_tool_calls pc SET status = r.status
+          FROM jsonb_to_recordset(p->'resolved') AS r(tool_call_id text, status text)
+         WHERE pc.session_id = sid AND pc.tool_call_id = r.tool_call_id;
+        INSERT INTO helix.usage (session_id, run, step, source, name, ms, success)
+        SELECT sid, run_no, step_no, 'client_tool_wait', pc.tool_name,
+               1000 * extract(epoch FROM COALESCE(a.answered_at, now()) - pc.requested_at), a.answered_at IS NOT NULL
+          FROM jsonb_to_recordset(p->'resolved') AS r(tool_call_id text, status text)
+          JOIN helix.pending_tool_calls pc ON pc.session_id = sid AND pc.tool_call_id = r.tool_call_id
+          LEFT JOIN helix.tool_call_answers a ON a.session_id = sid AND a.tool_call_id = r.tool_call_id
+         WHERE pc.kind = 'client';
+    END IF;
 
     IF term IS NOT NULL OR interrupted THEN
         UPDATE helix.runs

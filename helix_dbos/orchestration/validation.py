@@ -13,6 +13,7 @@ schema shown to the model describes::
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -42,8 +43,17 @@ def format_validation_error(error: ValidationError) -> str:
 
 
 def to_json_value(value: Any) -> Any:
-    """``value`` as plain JSON data (pydantic models dumped by alias, dates as ISO strings)."""
-    return to_jsonable_python(value)
+    """``value`` as plain JSON data (pydantic models dumped by alias, dates as ISO strings).
+
+    Raises ``ValueError`` for what JSON cannot hold (NaN, Infinity), so a tool's bad output
+    becomes its error result instead of a transcript that is not valid JSON.
+    """
+    data = to_jsonable_python(value)
+    try:
+        json.dumps(data, allow_nan=False)
+    except ValueError:
+        raise ValueError("value is not valid JSON: it contains NaN or Infinity") from None
+    return data
 
 
 def validate_output(value: Any, schema: type[BaseModel]) -> Any:

@@ -33,6 +33,7 @@ from helix_dbos.llm import LLMAdapter, generate_with_retry
 from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_finish_tool_result
 from helix_dbos.runtime import workflow
 from helix_dbos.runtime.handle import AgentHandle
+from helix_dbos.runtime.hitl import SubmitOutcome, ToolAnswer, submit_tool_result
 from helix_dbos.runtime.hooks import fire_hook
 from helix_dbos.runtime.loop import ToolJob
 from helix_dbos.runtime.requests import RunRequest, RunStart, ToolOutcome, run_workflow_id
@@ -65,6 +66,9 @@ class DBOSAgentExecutor:
         self._fail_tx = self.datasource.transaction(name="helix_fail_run", isolation_level="READ COMMITTED")(
             self._fail_run_body
         )
+        self._suspend_tx = self.datasource.transaction(name="helix_suspend", isolation_level="READ COMMITTED")(
+            self._suspend_body
+        )
         workflow.install_executor(self)
 
     # --- agents -------------------------------------------------------------------------
@@ -93,6 +97,8 @@ class DBOSAgentExecutor:
         ``input`` is the user message: a string, or anything JSON-serializable.
         """
         config = self._registered(agent)
+        if session_id is not None and not session_id.strip():
+            raise HelixError("session_id must not be empty (leave it out to start a new session)")
         session_id = session_id or str(uuid.uuid4())
         row = self._session_row(session_id)
         self._check_startable(row, config, session_id)
@@ -164,6 +170,15 @@ class DBOSAgentExecutor:
                 stop_reason="aborted", event={"type": "aborted", "data": {"reason": reason}},
             )
 
+    def submit_tool_result(self, session_id: str, answer: ToolAnswer) -> SubmitOutcome:
+        """Answer a pending call: an :class:`ApprovalResponse` or a :class:`ClientToolResult`.
+
+        Raises :class:`SessionNotFoundError`, :class:`ToolCallNotPendingError` (unknown call,
+        or an answer of the wrong kind) or :class:`InvalidToolResultError`; a repeated
+        answer returns ``status="already_answered"`` and changes nothing.
+        """
+        return submit_tool_result(self.engine, _dbos_send, session_id, answer)
+
     # --- reading ---------------------------------------------------------------------------
 
     def get_session(self, session_id: str, at_step: int | None = None) -> SessionRecord:
@@ -232,6 +247,26 @@ class DBOSAgentExecutor:
 
     def fail_run(self, request: RunRequest, error: str) -> bool:
         return self._fail_tx(request, error)
+
+    def suspend(self, session_id: str, run: int, step: int, status: str, rows: list[dict[str, Any]]) -> None:
+        """Record a step's gated calls and the waiting status (checkpointed transaction)."""
+        self._suspend_tx(session_id, run, step, status, rows)
+
+    def evaluate_approval(self, jobs: list[ToolJob]) -> list[str]:
+        """The body of the approval-gate step: ids of the calls whose predicate asks for approval."""
+        needing = []
+        for job in jobs:
+            agent = self.agent(job.agent_name)
+            tool = agent.get_tool(job.call.name)
+            assert tool is not None
+            ctx = ToolContext(job.session_id, job.call.id, agent.name, job.step, StateTracker(job.base_state))
+            try:
+                tool_input = tool.parse_input(job.call.arguments)
+            except Exception:
+                continue  # invalid input never runs: the tool step reports it
+            if tool.needs_approval(tool_input, ctx):
+                needing.append(job.call.id)
+        return needing
 
     def load_run_context(self, session_id: str, message_seq: int, step: int) -> tuple[list[Message], dict[str, Any]]:
         """Transcript and state as of the start of a run: immutable, so safe to replay."""
@@ -314,6 +349,19 @@ class DBOSAgentExecutor:
             return int(row["message_count"])
         return writes.append_messages(conn, request.session_id, request.run, row["step_count"], new)
 
+    def _suspend_body(self, session_id: str, run: int, step: int, status: str, rows: list[dict[str, Any]]) -> None:
+        conn = self.datasource.sql_session().connection()
+        writes.insert_pending_calls(conn, rows)
+        writes.set_status(conn, session_id, status)
+        events = [
+            {
+                "type": "tool_approval_request" if row["kind"] == "approval" else "tool_start",
+                "data": {"tool_call_id": row["tool_call_id"], "tool_name": row["tool_name"], "input": row["input"]},
+            }
+            for row in rows
+        ]
+        writes.append_events(conn, session_id, run, step - 1, events)
+
     def _commit_step_body(self, payload: dict[str, Any]) -> dict[str, Any]:
         return writes.commit_step(self.datasource.sql_session().connection(), payload)
 
@@ -331,6 +379,10 @@ async def _execute(tool: Tool, tool_input: Any, ctx: ToolContext) -> Any:
     assert callable(tool.execute)
     result = await asyncio.to_thread(tool.execute, tool_input, ctx)
     return await result if inspect.isawaitable(result) else result
+
+
+def _dbos_send(workflow_id: str, message: Any, topic: str, idempotency_key: str) -> None:
+    DBOS.send(workflow_id, message, topic, idempotency_key=idempotency_key)
 
 
 def _input_text(value: Any) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,8 @@ from helix_dbos.orchestration import (
     synthesize_step_tool_results,
 )
 from helix_dbos.runtime.hooks import fire_hook
-from helix_dbos.runtime.requests import RunRequest, RunStart, ToolOutcome
+from helix_dbos.runtime.hitl import WAIT_FOREVER_SECONDS, answer_topic, outcome_error
+from helix_dbos.runtime.requests import RunRequest, RunStart, ToolOutcome, run_workflow_id
 from helix_dbos.state import StateTracker, apply_step_writes, merge_step_writes, step_writes_to_rfc6902
 from helix_dbos.tools import HookContext
 from helix_dbos.types import (
@@ -83,6 +85,7 @@ class StepOutput:
     events: list[dict[str, Any]] = field(default_factory=list)
     outcomes: list[ToolOutcome] = field(default_factory=list)
     results: list[ToolResultMessage] = field(default_factory=list)
+    resolved: list[dict[str, str]] = field(default_factory=list)
     terminal: Terminal | None = None
     extra_messages: list[Message] = field(default_factory=list)
 
@@ -147,7 +150,20 @@ class AgentLoop:
     async def _run_tools(self, step_no: int, plan: StepProcessingPlan, out: StepOutput) -> None:
         regular, finishers, unknown = self._classify(plan.pending_tool_calls)
         base = StateTracker(self.state).get_state()  # one shared read-only view for every tool
-        phase1 = await self._run_parallel(step_no, regular, base)
+        gates = await self._gate(step_no, regular, base)
+        free = [c for c in regular if c.id not in gates]
+        gated = [c for c in regular if c.id in gates]
+        if gated:
+            await self._suspend(step_no, gated, gates)
+        running = self._start_parallel(step_no, free, base)  # step ids fixed before any wait
+        answers = [await self._wait_for_answer(call, gates[call.id]) for call in gated]
+        phase1 = list(await running)
+        if gated:
+            await fire_hook(self.agent.hooks, "on_agent_resumed", _suspension_reason(gates), self._hook_ctx(step_no))
+            phase1 += await self._settle_gated(step_no, gated, gates, answers, base)
+            out.resolved = [{"tool_call_id": c.id, "status": "answered" if a else "timed_out"} for c, a in zip(gated, answers)]
+        order = {c.id: i for i, c in enumerate(regular)}
+        phase1.sort(key=lambda o: order[o.tool_call_id])
         phase1_writes = merge_step_writes([o.writes for o in phase1])
         state = apply_step_writes(self.state, phase1_writes)
         writes = list(phase1_writes)
@@ -166,11 +182,99 @@ class AgentLoop:
         out.results = _in_call_order(results, plan)
         out.messages.extend(out.results)
         for outcome in out.outcomes:
-            out.usage_rows.append(_tool_usage_row(outcome))
+            if outcome.executed:
+                out.usage_rows.append(_tool_usage_row(outcome))
             out.events.extend(outcome.events)
         out.events.extend(_tool_result_events(out.results))
         if writes:
             out.events.append({"type": "state_patch", "data": {"patches": step_writes_to_rfc6902(writes)}})
+
+    # --- human in the loop ----------------------------------------------------------------
+
+    async def _gate(self, step_no: int, calls: list[ParsedToolCall], base: Any) -> dict[str, str]:
+        """Which calls wait, and for what: ``client`` tools, and calls that need approval.
+
+        Static gates are decided here; ``require_approval`` callables are user code, so
+        they are evaluated in a DBOS step and their verdicts replay from its checkpoint.
+        """
+        gates: dict[str, str] = {}
+        dynamic: list[ParsedToolCall] = []
+        for call in calls:
+            tool = self.agent.get_tool(call.name)
+            assert tool is not None
+            if tool.is_client:
+                gates[call.id] = "client"
+            elif callable(tool.require_approval):
+                dynamic.append(call)
+            elif tool.require_approval:
+                gates[call.id] = "approval"
+        if dynamic:
+            needing = await DBOS.run_step_async(
+                {"name": "approval_gate"}, self.ex.evaluate_approval, self._tool_jobs(step_no, dynamic, base)
+            )
+            gates.update({call_id: "approval" for call_id in needing})
+        return gates
+
+    async def _suspend(self, step_no: int, calls: list[ParsedToolCall], gates: dict[str, str]) -> None:
+        """Record the waiting calls (one transaction) and tell the hooks."""
+        rows = [self._pending_row(step_no, call, gates[call.id]) for call in calls]
+        status = "awaiting_approval" if "approval" in gates.values() else "awaiting_client_tool"
+        await asyncio.to_thread(self.ex.suspend, self.req.session_id, self.req.run, step_no, status, rows)
+        await fire_hook(
+            self.agent.hooks, "on_agent_suspended", _suspension_reason(gates), [c.id for c in calls], self._hook_ctx(step_no)
+        )
+
+    def _pending_row(self, step_no: int, call: ParsedToolCall, kind: str) -> dict[str, Any]:
+        tool = self.agent.get_tool(call.name)
+        assert tool is not None
+        timeout = tool.client_timeout if kind == "client" else tool.approval_timeout
+        return {
+            "session_id": self.req.session_id,
+            "tool_call_id": call.id,
+            "root_session_id": self.req.root_session_id or self.req.session_id,
+            "workflow_id": run_workflow_id(self.req.session_id, self.req.run),
+            "run": self.req.run,
+            "step": step_no,
+            "tool_name": call.name,
+            "kind": kind,
+            "input": call.arguments,
+            "output_schema": tool.output_schema.model_json_schema() if tool.output_schema else None,
+            "timeout": timeout,
+        }
+
+    async def _wait_for_answer(self, call: ParsedToolCall, kind: str) -> dict[str, Any] | None:
+        """``DBOS.recv`` on the call's topic, with the tool's deadline (durable across restarts)."""
+        tool = self.agent.get_tool(call.name)
+        assert tool is not None
+        timeout = tool.client_timeout if kind == "client" else tool.approval_timeout
+        answer: dict[str, Any] | None = await DBOS.recv_async(
+            answer_topic(call.id), timeout_seconds=timeout if timeout is not None else WAIT_FOREVER_SECONDS
+        )
+        return answer
+
+    async def _settle_gated(
+        self,
+        step_no: int,
+        calls: list[ParsedToolCall],
+        gates: dict[str, str],
+        answers: list[dict[str, Any] | None],
+        base: Any,
+    ) -> list[ToolOutcome]:
+        """Run the approved calls (in parallel, from the pre-step state); turn the rest into results."""
+        approved = [c for c, a in zip(calls, answers) if gates[c.id] == "approval" and outcome_error("approval", c.id, a) is None]
+        outcomes = list(await self._start_parallel(step_no, approved, base))
+        for call, answer in zip(calls, answers):
+            if call in approved:
+                continue
+            error = outcome_error(gates[call.id], call.id, answer)
+            result = None if error is not None or answer is None else answer.get("result")
+            outcomes.append(
+                ToolOutcome(
+                    tool_call_id=call.id, tool_name=call.name, success=error is None, result=result, error=error,
+                    executed=False,
+                )
+            )
+        return outcomes
 
     def _classify(
         self, calls: list[ParsedToolCall]
@@ -186,28 +290,28 @@ class AgentLoop:
                 regular.append(call)
         return regular, finishers, unknown
 
-    async def _run_parallel(
-        self, step_no: int, calls: list[ParsedToolCall], base_state: dict[str, Any]
-    ) -> list[ToolOutcome]:
-        """Run calls concurrently under the agent's cap; step ids are fixed in call order first."""
+    def _start_parallel(self, step_no: int, calls: list[ParsedToolCall], base_state: Any) -> Awaitable[list[ToolOutcome]]:
+        """Start calls concurrently under the agent's cap; their step ids are reserved now, in call order."""
         reservations = [DBOS.reserve_step() for _ in calls]
         limit = asyncio.Semaphore(max(1, self.agent.max_tool_concurrency))
 
-        async def run_one(reservation: Any, call: ParsedToolCall) -> ToolOutcome:
+        async def run_one(reservation: Any, job: ToolJob) -> ToolOutcome:
             async with limit:
-                return await reservation.run_async(
-                    {"name": f"tool:{call.name}"}, self.ex.run_tool, self._tool_job(step_no, call, base_state)
-                )
+                return await reservation.run_async({"name": f"tool:{job.call.name}"}, self.ex.run_tool, job)
 
-        return list(await asyncio.gather(*(run_one(r, c) for r, c in zip(reservations, calls))))
+        jobs = self._tool_jobs(step_no, calls, base_state)
+        return asyncio.gather(*(run_one(r, job) for r, job in zip(reservations, jobs)))
 
     async def _run_tool_step(self, step_no: int, call: ParsedToolCall, base_state: dict[str, Any]) -> ToolOutcome:
         return await DBOS.run_step_async(
             {"name": f"tool:{call.name}"}, self.ex.run_tool, self._tool_job(step_no, call, base_state)
         )
 
-    def _tool_job(self, step_no: int, call: ParsedToolCall, base_state: dict[str, Any]) -> ToolJob:
+    def _tool_job(self, step_no: int, call: ParsedToolCall, base_state: Any) -> ToolJob:
         return ToolJob(self.agent.name, self.req.session_id, step_no, call, base_state)
+
+    def _tool_jobs(self, step_no: int, calls: list[ParsedToolCall], base_state: Any) -> list[ToolJob]:
+        return [self._tool_job(step_no, call, base_state) for call in calls]
 
     # --- deciding how the step ends -----------------------------------------------------
 
@@ -281,6 +385,7 @@ class AgentLoop:
             "usage": out.usage_rows,
             "events": out.events,
             "terminal": out.terminal.as_payload() if out.terminal else None,
+            "resolved": out.resolved,
         }
         committed = await asyncio.to_thread(self.ex.commit_step, payload)
         self.messages = self.messages + out.messages + out.extra_messages
@@ -291,7 +396,7 @@ class AgentLoop:
     async def _after_commit(self, step_no: int, out: StepOutput) -> None:
         """Hooks that observe a committed step (they run again if a recovered run replays it)."""
         hooks = self.agent.hooks
-        ctx = HookContext(self.req.session_id, self.agent.name, step_no, StateTracker(self.state))
+        ctx = self._hook_ctx(step_no)
         calls = {c.id: c for c in _tool_calls(out.messages)}
         for message in out.messages:
             await fire_hook(hooks, "on_message", message, ctx)
@@ -301,6 +406,9 @@ class AgentLoop:
         await fire_hook(hooks, "on_step_finish", self.steps[-1], self.last_usage, ctx)
         if out.terminal is not None and out.terminal.status == "completed":
             await fire_hook(hooks, "on_agent_complete", self._result(out.terminal), ctx)
+
+    def _hook_ctx(self, step_no: int) -> HookContext:
+        return HookContext(self.req.session_id, self.agent.name, step_no, StateTracker(self.state))
 
     def _result(self, terminal: Terminal) -> AgentResult:
         return AgentResult(
@@ -325,6 +433,10 @@ class ToolJob:
 
 
 # --- pure helpers that shape messages, events and usage rows ------------------------------
+
+
+def _suspension_reason(gates: dict[str, str]) -> str:
+    return "awaiting_approval" if "approval" in gates.values() else "awaiting_client_tool"
 
 
 def _result_message(outcome: ToolOutcome) -> ToolResultMessage:

@@ -51,3 +51,5 @@ class ToolOutcome(BaseModel):
     writes: list[Any] = Field(default_factory=list)
     ms: float = 0.0
     events: list[dict[str, Any]] = Field(default_factory=list)
+    executed: bool = True
+    """False for a gated call answered without running here (denied, timed out, client-executed)."""

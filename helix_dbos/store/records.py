@@ -39,6 +39,7 @@ class PendingToolCall(BaseModel):
     tool_name: str
     kind: str
     input: Any = None
+    output_schema: dict[str, Any] | None = None
     status: str
     requested_at: datetime
     deadline: datetime | None = None

@@ -157,3 +157,57 @@ def request_interrupt(conn: sa.Connection, session_id: str) -> bool:
         {"id": session_id},
     ).first()
     return row is not None
+
+
+def insert_pending_calls(conn: sa.Connection, calls: list[dict[str, Any]]) -> None:
+    """Record gated tool calls (``kind`` approval | client) with their deadline."""
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.pending_tool_calls (session_id, tool_call_id, root_session_id, workflow_id, run, step,"
+            " tool_name, kind, input, output_schema, deadline)"
+            " SELECT c.session_id, c.tool_call_id, c.root_session_id, c.workflow_id, c.run, c.step, c.tool_name, c.kind,"
+            "  c.input, c.output_schema, CASE WHEN c.timeout IS NULL THEN NULL"
+            "  ELSE now() + make_interval(secs => c.timeout) END"
+            " FROM jsonb_to_recordset(CAST(:calls AS jsonb)) AS c(session_id text, tool_call_id text,"
+            "  root_session_id text, workflow_id text, run integer, step integer, tool_name text, kind text,"
+            "  input jsonb, output_schema jsonb, timeout double precision)"
+            " ON CONFLICT (session_id, tool_call_id) DO NOTHING"
+        ),
+        {"calls": to_json(calls)},
+    )
+
+
+def set_status(conn: sa.Connection, session_id: str, status: str) -> None:
+    conn.execute(
+        sa.text("UPDATE helix.sessions SET status = :st, updated_at = now() WHERE id = :id"),
+        {"id": session_id, "st": status},
+    )
+
+
+def record_answer(conn: sa.Connection, session_id: str, tool_call_id: str, kind: str, answer: dict[str, Any]) -> bool:
+    """Insert the audit row of an answer; False when the call was already answered."""
+    row = conn.execute(
+        sa.text(
+            "INSERT INTO helix.tool_call_answers (session_id, tool_call_id, kind, approved, reason, answered_by, answer)"
+            " VALUES (:s, :t, :kind, :approved, :reason, :by, CAST(:answer AS jsonb))"
+            " ON CONFLICT (session_id, tool_call_id) DO NOTHING RETURNING 1"
+        ),
+        {
+            "s": session_id,
+            "t": tool_call_id,
+            "kind": kind,
+            "approved": answer.get("approved"),
+            "reason": answer.get("reason") or answer.get("error"),
+            "by": answer.get("approver"),
+            "answer": to_json(answer),
+        },
+    ).first()
+    return row is not None
+
+
+def recorded_answer(conn: sa.Connection, session_id: str, tool_call_id: str) -> dict[str, Any]:
+    answer: dict[str, Any] = conn.execute(
+        sa.text("SELECT answer FROM helix.tool_call_answers WHERE session_id = :s AND tool_call_id = :t"),
+        {"s": session_id, "t": tool_call_id},
+    ).scalar_one()
+    return answer

@@ -1,0 +1,57 @@
+"""A worker process for the HITL crash test: one session whose tool needs approval.
+
+    python hitl_worker.py URL SESSION_ID EXECUTOR_ID start|recover LEDGER_FILE
+
+The model calls ``transfer`` (approval required), then answers with text. ``transfer``
+appends a line to LEDGER_FILE each time it really runs, so the test can count runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from helix_dbos import MockLLMAdapter, define_agent, define_tool, launch_standalone, shutdown
+from helix_dbos.types import AssistantMessage, Message, StepResult, TextStepResult, ToolCallsStepResult, ToolSpec
+
+
+class Transfer(BaseModel):
+    amount: int
+
+
+def transfer(args: Transfer, ctx: object) -> dict:
+    with open(sys.argv[5], "a") as ledger:
+        ledger.write(f"{args.amount}\n")
+    return {"transferred": args.amount}
+
+
+def respond(messages: list[Message], tools: list[ToolSpec]) -> StepResult:
+    if not any(isinstance(m, AssistantMessage) for m in messages):
+        return ToolCallsStepResult(tool_calls=[{"id": "t1", "name": "transfer", "arguments": {"amount": 100}}])
+    return TextStepResult(content="transfer done", should_stop=True, stop_reason="end_turn")
+
+
+agent = define_agent(
+    name="hitl-crash-agent", system_prompt="Move money.",
+    tools=[define_tool(name="transfer", description="Transfer money.", input_schema=Transfer, execute=transfer,
+                       require_approval=True)],
+)
+
+
+def main() -> None:
+    url, session_id, executor_id, mode = sys.argv[1:5]
+    Path(sys.argv[5]).touch()
+    executor = launch_standalone(
+        MockLLMAdapter(responder=respond), agents=[agent], database_url=url, executor_id=executor_id,
+        notification_listener_polling_interval_sec=0.01,
+    )
+    handle = executor.execute(agent, "pay", session_id=session_id) if mode == "start" else executor.handle(session_id)
+    print(json.dumps(handle.result(timeout=120).model_dump(mode="json")), flush=True)
+    shutdown()
+
+
+if __name__ == "__main__":
+    main()
