@@ -36,6 +36,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from helix_dbos.errors import HelixError, SessionNotFoundError
+from helix_dbos.runtime.control import abort_tree
 from helix_dbos.runtime.hitl import ApprovalResponse, ClientToolResult, SubmitOutcome, ToolAnswer, submit_tool_result
 from helix_dbos.runtime.requests import run_workflow_id
 from helix_dbos.runtime.streaming import RUN_END_EVENTS, follow_events
@@ -168,17 +169,22 @@ def tail(url: str, session_id: str, from_seq: int = 0, follow: bool = True) -> I
     """Yield the session's durable events from ``from_seq`` on.
 
     Without ``follow``, only the events already written. With it, events are yielded as
-    they are written until the run in progress ends; for a session with no run in
-    progress that is right after the events already written.
+    they are written until the session has no run in progress (at once, after the events
+    already written, for a session that is not running).
     """
+    with _engine(url) as engine, engine.connect() as conn:
+        _require_session(conn, session_id)  # raise now, not at the first next()
+    return _tail(url, session_id, from_seq, follow)
+
+
+def _tail(url: str, session_id: str, from_seq: int, follow: bool) -> Iterator[EventRecord]:
     with _engine(url) as engine:
-        with engine.connect() as conn:
-            row = _require_session(conn, session_id)
-        running = row.status in writes.ACTIVE_STATUSES
-        events = follow_events(url, session_id, from_seq, engine=engine, follow=follow and running, until_run_end=False)
-        for event in events:
+        follow = follow and _running(engine, session_id)
+        for event in follow_events(url, session_id, from_seq, engine=engine, follow=follow, until_run_end=False):
             yield event
-            if running and event.type in RUN_END_EVENTS and event.run >= row.run_count:
+            # A run's end event commits with the run's final status, so the status read
+            # now is at least that new; a resumed or newer run keeps the tail going.
+            if follow and event.type in RUN_END_EVENTS and not _running(engine, session_id):
                 return
 
 
@@ -192,13 +198,15 @@ def approve(
 
     ``status="already_answered"`` means an earlier answer stands and nothing changed.
     """
-    return _submit(url, session_id, ApprovalResponse(tool_call_id=tool_call_id, approved=True, reason=reason, approver=approver))
+    answer = ApprovalResponse(tool_call_id=tool_call_id, approved=True, reason=reason, approver=approver)
+    return _submit(url, session_id, answer)
 
 
 def deny(url: str, session_id: str, tool_call_id: str, reason: str, approver: str | None = None) -> SubmitOutcome:
     """Deny a gated call: the tool never runs; the model reads ``Tool call X was not
     approved by the user: <reason>`` as its result."""
-    return _submit(url, session_id, ApprovalResponse(tool_call_id=tool_call_id, approved=False, reason=reason, approver=approver))
+    answer = ApprovalResponse(tool_call_id=tool_call_id, approved=False, reason=reason, approver=approver)
+    return _submit(url, session_id, answer)
 
 
 def submit(url: str, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None) -> SubmitOutcome:
@@ -222,12 +230,8 @@ def cancel(url: str, session_id: str, reason: str = "cancelled by an operator") 
         if row.status not in writes.ACTIVE_STATUSES:
             raise HelixError(f"session {session_id!r} has no run in progress (status {row.status})")
         workflow_id = run_workflow_id(session_id, row.run_count)
-        client().cancel_workflow(workflow_id)
-        with engine.begin() as conn:
-            ended = writes.end_run(
-                conn, session_id=session_id, run=row.run_count, status="aborted", error=reason,
-                stop_reason="aborted", event={"type": "aborted", "data": {"reason": reason}},
-            )
+        ended = abort_tree(engine, lambda wf: client().cancel_workflow(wf), session_id, reason)
+        with engine.connect() as conn:
             status = _require_session(conn, session_id).status
         return RunControl(session_id=session_id, run=row.run_count, workflow_id=workflow_id, status=status, changed=ended)
 
@@ -365,6 +369,11 @@ def _require_session(conn: sa.Connection, session_id: str) -> SessionRecord:
     return row
 
 
+def _running(engine: sa.Engine, session_id: str) -> bool:
+    with engine.connect() as conn:
+        return _require_session(conn, session_id).status in writes.ACTIVE_STATUSES
+
+
 def _check_step(row: SessionRecord, step: int | None) -> None:
     if step is not None and not 0 <= step <= row.step_count:
         raise HelixError(f"session {row.id!r} has steps 0 to {row.step_count}; there is no step {step}")
@@ -381,7 +390,10 @@ def _not_resumable(row: SessionRecord, workflow_status: str | None) -> str:
             f"session {sid!r} is {row.status}: a new run must be started by a worker that registered agent"
             f" {agent!r}: executor.resume({agent!r}, {sid!r})"
         )
-    return f"session {sid!r} (status {row.status}) has no cancelled or failed workflow to resume (workflow status {workflow_status})"
+    return (
+        f"session {sid!r} (status {row.status}) has no cancelled or failed workflow to resume"
+        f" (workflow status {workflow_status})"
+    )
 
 
 def _reopen_run(conn: sa.Connection, session_id: str, run: int, workflow_id: str) -> str:

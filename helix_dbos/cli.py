@@ -333,7 +333,7 @@ def _print_session(detail: Any) -> None:
         _table(
             ["  RUN", "KIND", "STATUS", "STEPS", "STOP", "STARTED", "ENDED"],
             [
-                [f"  {r.run}", r.kind, r.status, f"{r.start_step + 1}-{r.end_step if r.end_step is not None else ''}",
+                [f"  {r.run}", r.kind, r.status, _run_steps(r),
                  r.stop_reason or "-", _when(r.started_at), _when(r.ended_at)]
                 for r in detail.runs
             ],
@@ -376,6 +376,13 @@ def _print_session(detail: Any) -> None:
             [[f"  {c.id}", c.agent_name, c.status, str(c.step_count), c.parent_tool_call_id or "-"]
              for c in detail.children],
         )
+
+
+def _run_steps(run: Any) -> str:
+    """The steps a run committed: ``3-5``, ``3-`` while it runs, ``-`` for none."""
+    if run.end_step is None:
+        return f"{run.start_step + 1}-"
+    return f"{run.start_step + 1}-{run.end_step}" if run.end_step > run.start_step else "-"
 
 
 def _answer_word(answer: Any) -> str:
@@ -424,7 +431,7 @@ def _describe_event(event: Any) -> str:
             f" {_compact(data.get('content', ''), 80)}"
         ),
         "state_patch": lambda: _compact(data.get("patches"), 100),
-        "step_finish": lambda: f"step {data.get('step')} ({data.get('stop_reason')})",
+        "step_finish": lambda: f"step {data.get('step')}" + (f" ({data['stop_reason']})" if data.get("stop_reason") else ""),
         "finish": lambda: f"output {_compact(data.get('output'), 100)}",
         "error": lambda: str(data.get("error")),
     }
@@ -500,3 +507,9 @@ def fork(database_url: str | None, session_id: str, from_step: int, as_json: boo
         click.echo(f"forked session {session_id} after step {from_step} into {created.id} (status {created.status})")
         click.echo(f"continue it from a worker that registered agent {created.agent_name!r}:"
                    f" executor.resume({created.agent_name!r}, {created.id!r})")
+
+
+from helix_dbos.worker import recover_command, worker_command  # noqa: E402  (scale-out: docs/scaling.md)
+
+main.add_command(worker_command)
+main.add_command(recover_command)

@@ -64,6 +64,7 @@ class ParsedSubAgentCall(_Model):
     id: str
     agent_type: str
     input: Any = None
+    parse_error: str | None = None
 
 
 # --- messages ---------------------------------------------------------------------

@@ -10,8 +10,9 @@ It prints, for K = 20 and K = 200:
   - microseconds of engine overhead per turn, and the same for a bare DBOS workflow that
     makes exactly the same DBOS calls per turn with empty bodies (the floor), and the ratio;
   - Postgres commits per turn and WAL bytes written per turn (pg_stat_database, WAL LSN);
-then turns per second with 200 concurrent sessions whose model answers after 50 ms, and
-the state tracker figures (scripts/bench_state.py).
+then turns per second with 200 concurrent sessions whose model answers after 50 ms, the
+state tracker figures (scripts/bench_state.py), and runs per second on 1, 2 and 4 queue
+worker processes (scripts/bench_workers.py).
 
 It runs on a database of its own (created on the server of --database-url, else the
 embedded Postgres, and dropped at the end).
@@ -229,6 +230,10 @@ def main() -> None:
     finally:
         DBOS.destroy(destroy_registry=True)
         drop_database(server_url, name)
+    import bench_workers
+
+    sessions = 40 if args.quick else 120
+    bench_workers.report(bench_workers.run(server_url, sessions=sessions), sessions)
 
 
 def report(executor: DBOSAgentExecutor, floor: Any, counters: Counters, quick: bool) -> None:

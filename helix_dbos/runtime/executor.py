@@ -22,8 +22,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from dbos import DBOS, SetWorkflowID, SQLAlchemyDatasource
-from dbos._error import DBOSWorkflowIDInUseError
+from dbos import DBOS, SetEnqueueOptions, SetWorkflowID, SQLAlchemyDatasource
+from dbos._error import DBOSQueueDeduplicatedError, DBOSWorkflowIDInUseError
 from pydantic import BaseModel
 
 from helix_dbos.agents import AgentConfig
@@ -32,12 +32,14 @@ from helix_dbos.errors import AgentNotRegisteredError, HelixError, SessionBusyEr
 from helix_dbos.llm import LLMAdapter, generate_with_retry
 from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_finish_tool_result
 from helix_dbos.runtime import workflow
+from helix_dbos.runtime.control import abort_tree
 from helix_dbos.runtime.handle import AgentHandle
 from helix_dbos.runtime.hitl import SubmitOutcome, ToolAnswer, submit_tool_result
 from helix_dbos.runtime.hooks import fire_hook
 from helix_dbos.runtime.loop import ToolJob
 from helix_dbos.runtime.requests import RunRequest, RunStart, ToolOutcome, run_workflow_id
 from helix_dbos.runtime.streaming import follow_events
+from helix_dbos.runtime.subagents import sub_agents_of
 from helix_dbos.state import StateTracker
 from helix_dbos.store import reads, writes
 from helix_dbos.store.migrations import migrate
@@ -49,8 +51,17 @@ from helix_dbos.types import Message, StepResult, Usage, UserMessage
 class DBOSAgentExecutor:
     """Runs registered agents as ``helix_agent_run`` workflows; one per process."""
 
-    def __init__(self, llm: LLMAdapter, database_url: str | None = None, *, run_migrations: bool = True) -> None:
+    def __init__(
+        self,
+        llm: LLMAdapter,
+        database_url: str | None = None,
+        *,
+        run_migrations: bool = True,
+        default_queue: str | None = None,
+    ) -> None:
         self.llm = llm
+        self.default_queue = default_queue
+        """Queue name ``execute`` enqueues on when it is given none (None: start in-process)."""
         self.database_url = resolve_database_url(database_url)
         if run_migrations:
             migrate(self.database_url)
@@ -76,10 +87,11 @@ class DBOSAgentExecutor:
     def register(self, *agents: AgentConfig) -> None:
         """Make agents runnable by name; register every agent before ``DBOS.launch()``."""
         for agent in agents:
-            known = self._agents.get(agent.name)
-            if known is not None and known is not agent:
-                raise HelixError(f"another agent named {agent.name!r} is already registered")
-            self._agents[agent.name] = agent
+            for each in (agent, *sub_agents_of(agent)):
+                known = self._agents.get(each.name)
+                if known is not None and known is not each:
+                    raise HelixError(f"another agent named {each.name!r} is already registered")
+                self._agents[each.name] = each
 
     def agent(self, name: str) -> AgentConfig:
         try:
@@ -91,10 +103,20 @@ class DBOSAgentExecutor:
 
     # --- starting runs -------------------------------------------------------------------
 
-    def execute(self, agent: AgentConfig | str, input: Any, session_id: str | None = None) -> AgentHandle:
+    def execute(
+        self,
+        agent: AgentConfig | str,
+        input: Any,
+        session_id: str | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> AgentHandle:
         """Start a run: a new session, or a new turn of an existing one that is not running.
 
         ``input`` is the user message: a string, or anything JSON-serializable.
+        With ``queue`` (or the executor's ``default_queue``) the run is enqueued on that
+        DBOS queue and any worker listening on it runs it (see runtime/queues.py);
+        ``priority`` orders queued runs (lower runs first).
         """
         config = self._registered(agent)
         if session_id is not None and not session_id.strip():
@@ -104,7 +126,7 @@ class DBOSAgentExecutor:
         self._check_startable(row, config, session_id)
         run = (row.run_count if row else 0) + 1
         request = RunRequest(session_id=session_id, run=run, agent_name=config.name, input=_input_text(input))
-        return self._start(request)
+        return self._start(request, queue or self.default_queue, priority)
 
     def resume(self, agent: AgentConfig | str, session_id: str) -> AgentHandle:
         """Continue an interrupted (or failed, or aborted) session where it stopped."""
@@ -127,14 +149,19 @@ class DBOSAgentExecutor:
             raise HelixError(f"session {session_id!r} has runs 1 to {row.run_count}; there is no run {run}")
         return AgentHandle(session_id, run, run_workflow_id(session_id, run))
 
-    def _start(self, request: RunRequest) -> AgentHandle:
+    def _start(self, request: RunRequest, queue: str | None = None, priority: int | None = None) -> AgentHandle:
         workflow_id = run_workflow_id(request.session_id, request.run)
         try:
             # "reject": a caller that raced another one to this run number must not get
             # the other caller's run (its own input would be dropped without a word).
             with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"):
-                DBOS.start_workflow(workflow.agent_run_workflow, request.model_dump(mode="json"))
-        except DBOSWorkflowIDInUseError:
+                if queue is None:
+                    DBOS.start_workflow(workflow.agent_run_workflow, request.model_dump(mode="json"))
+                else:
+                    # deduplication id = session: never two runs of a session at once, on any worker
+                    with SetEnqueueOptions(deduplication_id=request.session_id, priority=priority):
+                        DBOS.enqueue_workflow(queue, workflow.agent_run_workflow, request.model_dump(mode="json"))
+        except (DBOSWorkflowIDInUseError, DBOSQueueDeduplicatedError):
             raise SessionBusyError(
                 f"session {request.session_id!r} already has a run in progress (run {request.run} was just started)"
             ) from None
@@ -153,29 +180,24 @@ class DBOSAgentExecutor:
     # --- controlling runs from any process ---------------------------------------------------
 
     def interrupt(self, session_id: str) -> bool:
-        """Ask a running session to stop after its current step (status ``interrupted``)."""
+        """Ask a running session (and its running sub-agents) to stop after the current
+        step (status ``interrupted``)."""
         self._require_session(session_id)
         with self.engine.begin() as conn:
-            return writes.request_interrupt(conn, session_id)
+            return any([writes.request_interrupt(conn, sid) for sid in reads.active_tree(conn, session_id)])
 
     def abort(self, session_id: str, reason: str = "aborted") -> bool:
-        """Cancel the session's running workflow now; the run ends ``aborted``."""
-        row = self._require_session(session_id)
-        if row.status not in writes.ACTIVE_STATUSES:
-            return False
-        DBOS.cancel_workflow(run_workflow_id(session_id, row.run_count))
-        with self.engine.begin() as conn:
-            return writes.end_run(
-                conn, session_id=session_id, run=row.run_count, status="aborted", error=reason,
-                stop_reason="aborted", event={"type": "aborted", "data": {"reason": reason}},
-            )
+        """Cancel the session's running workflow, and its sub-agents', now; runs end ``aborted``."""
+        self._require_session(session_id)
+        return abort_tree(self.engine, DBOS.cancel_workflow, session_id, reason)
 
     def submit_tool_result(self, session_id: str, answer: ToolAnswer) -> SubmitOutcome:
         """Answer a pending call: an :class:`ApprovalResponse` or a :class:`ClientToolResult`.
 
         Raises :class:`SessionNotFoundError`, :class:`ToolCallNotPendingError` (unknown call,
-        or an answer of the wrong kind) or :class:`InvalidToolResultError`; a repeated
-        answer returns ``status="already_answered"`` and changes nothing.
+        a call that timed out or was cancelled with its run, or an answer of the wrong
+        kind) or :class:`InvalidToolResultError`; a repeated answer returns
+        ``status="already_answered"`` and changes nothing.
         """
         return submit_tool_result(self.engine, _dbos_send, session_id, answer)
 
@@ -267,6 +289,12 @@ class DBOSAgentExecutor:
             if tool.needs_approval(tool_input, ctx):
                 needing.append(job.call.id)
         return needing
+
+    def session_events(self, session_id: str) -> list[dict[str, Any]]:
+        """All events of a (finished) session, as plain data, to tag into its parent's stream."""
+        with self.engine.connect() as conn:
+            events = reads.events_after(conn, session_id, 0, limit=100_000)
+        return [{"seq": e.seq, "type": e.type, "data": e.data} for e in events]
 
     def load_run_context(self, session_id: str, message_seq: int, step: int) -> tuple[list[Message], dict[str, Any]]:
         """Transcript and state as of the start of a run: immutable, so safe to replay."""

@@ -77,14 +77,21 @@ def answer_topic(tool_call_id: str) -> str:
 
 
 def submit_tool_result(engine: sa.Engine, send: Sender, session_id: str, answer: ToolAnswer) -> SubmitOutcome:
-    """Validate ``answer``, record it (first answer wins) and deliver it to the waiting run."""
+    """Validate ``answer``, record it (first answer wins) and deliver it to the waiting run.
+
+    ``session_id`` is the session that made the call or its root session (a call of a
+    sub-agent may be answered against the root, as seed 004 has it).
+    """
     kind = "approval" if isinstance(answer, ApprovalResponse) else "client"
     with engine.connect() as conn:
         if reads.get_session_row(conn, session_id) is None:
             raise SessionNotFoundError(f"no session {session_id!r}")
-        pending = reads.get_pending_call(conn, session_id, answer.tool_call_id)
+        pending = reads.get_pending_call(conn, session_id, answer.tool_call_id) or reads.find_pending_under_root(
+            conn, session_id, answer.tool_call_id
+        )
     if pending is None:
         raise ToolCallNotPendingError(f"session {session_id!r} has no tool call {answer.tool_call_id!r} waiting for an answer")
+    session_id = pending.session_id
     if pending.kind != kind:
         wanted = "an approval" if pending.kind == "approval" else "a client result"
         raise ToolCallNotPendingError(f"tool call {answer.tool_call_id!r} ({pending.tool_name}) waits for {wanted}, not this")
@@ -92,7 +99,9 @@ def submit_tool_result(engine: sa.Engine, send: Sender, session_id: str, answer:
         return SubmitOutcome(session_id=session_id, tool_call_id=answer.tool_call_id, status="already_answered")
     if pending.status != "pending":  # timed_out, or cancelled with its run
         how = "timed out" if pending.status == "timed_out" else "was cancelled with its run"
-        raise ToolCallNotPendingError(f"tool call {answer.tool_call_id!r} ({pending.tool_name}) is no longer waiting for an answer: it {how}")
+        raise ToolCallNotPendingError(
+            f"tool call {answer.tool_call_id!r} ({pending.tool_name}) is no longer waiting for an answer: it {how}"
+        )
     if isinstance(answer, ClientToolResult):
         _validate_client_result(answer, pending.output_schema)
     message = {"kind": kind, **answer.model_dump(mode="json")}

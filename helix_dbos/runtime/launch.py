@@ -19,6 +19,7 @@ from helix_dbos.agents import AgentConfig
 from helix_dbos.database import resolve_database_url
 from helix_dbos.llm import LLMAdapter
 from helix_dbos.runtime.executor import DBOSAgentExecutor
+from helix_dbos.runtime.queues import QueueSettings, register_queue
 from helix_dbos.runtime.requests import WORKFLOW_PROTOCOL_VERSION
 
 APPLICATION_VERSION = f"helix-dbos-workflows-v{WORKFLOW_PROTOCOL_VERSION}"
@@ -46,14 +47,21 @@ def launch_standalone(
     agents: Iterable[AgentConfig] = (),
     *,
     database_url: str | None = None,
+    queue: QueueSettings | None = None,
     **dbos_overrides: Any,
 ) -> DBOSAgentExecutor:
-    """Configure DBOS on the resolved database, create the executor, register, launch."""
+    """Configure DBOS on the resolved database, create the executor, register, launch.
+
+    With ``queue``, the queue is registered after launch and ``execute`` enqueues on it
+    by default (this process works on it too, with the other workers).
+    """
     url = resolve_database_url(database_url)
     DBOS(config=dbos_config(url, **dbos_overrides))  # type: ignore[arg-type]
-    executor = DBOSAgentExecutor(llm=llm, database_url=url)
+    executor = DBOSAgentExecutor(llm=llm, database_url=url, default_queue=queue.name if queue else None)
     executor.register(*agents)
     DBOS.launch()
+    if queue is not None:
+        register_queue(queue)
     return executor
 
 

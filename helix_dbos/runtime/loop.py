@@ -18,7 +18,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dbos import DBOS
+from dbos import DBOS, SetWorkflowID
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos.orchestration import (
@@ -27,6 +27,7 @@ from helix_dbos.orchestration import (
     StopInfo,
     build_messages_for_llm,
     create_assistant_message,
+    create_sub_agent_result_message,
     create_tool_result_message,
     determine_final_status,
     is_recoverable_error_stop_reason,
@@ -39,13 +40,16 @@ from helix_dbos.orchestration import (
 from helix_dbos.runtime.hooks import fire_hook
 from helix_dbos.runtime.hitl import WAIT_FOREVER_SECONDS, answer_topic, outcome_error
 from helix_dbos.runtime.requests import RunRequest, RunStart, ToolOutcome, run_workflow_id
+from helix_dbos.runtime.subagents import SubAgentSpec, child_session_id
 from helix_dbos.state import StateTracker, apply_step_writes, merge_step_writes, step_writes_to_rfc6902
 from helix_dbos.tools import HookContext
 from helix_dbos.types import (
     FINISH_TOOL_NAME,
+    SUB_AGENT_TOOL_PREFIX,
     AgentResult,
     AssistantMessage,
     Message,
+    ParsedSubAgentCall,
     ParsedToolCall,
     StepResult,
     TextStepResult,
@@ -148,7 +152,8 @@ class AgentLoop:
         )
 
     async def _run_tools(self, step_no: int, plan: StepProcessingPlan, out: StepOutput) -> None:
-        regular, finishers, unknown = self._classify(plan.pending_tool_calls)
+        regular, finishers, unknown, children = self._classify(plan.pending_tool_calls)
+        children += plan.pending_sub_agent_calls
         base = StateTracker(self.state).get_state()  # one shared read-only view for every tool
         gates = await self._gate(step_no, regular, base)
         free = [c for c in regular if c.id not in gates]
@@ -178,6 +183,7 @@ class AgentLoop:
         out.writes = writes
         results: list[ToolResultMessage] = [_result_message(o) for o in out.outcomes]
         results += [_unknown_tool_message(call) for call in unknown]
+        results += await self._run_children(step_no, children, out)
         results += synthesize_step_tool_results(plan)
         out.results = _in_call_order(results, plan)
         out.messages.extend(out.results)
@@ -188,6 +194,69 @@ class AgentLoop:
         out.events.extend(_tool_result_events(out.results))
         if writes:
             out.events.append({"type": "state_patch", "data": {"patches": step_writes_to_rfc6902(writes)}})
+
+    # --- sub-agents -------------------------------------------------------------------
+
+    async def _run_children(
+        self, step_no: int, calls: list[ParsedSubAgentCall], out: StepOutput
+    ) -> list[ToolResultMessage]:
+        """Start each child as a DBOS child workflow (at most ``max_tool_concurrency`` at
+        once, started and awaited in call order, so replay is deterministic)."""
+        results: list[ToolResultMessage] = []
+        dispatched: list[tuple[ParsedSubAgentCall, RunRequest]] = []
+        for call in calls:
+            request, error = self._child_request(call)
+            if request is None:
+                logger.error("subagent.dispatch_failed session=%s call=%s: %s", self.req.session_id, call.id, error)
+                results.append(_sub_agent_error(call, error or "dispatch failed"))
+            else:
+                dispatched.append((call, request))
+        window = max(1, self.agent.max_tool_concurrency)
+        running: list[tuple[ParsedSubAgentCall, RunRequest, Any]] = []
+        for call, request in dispatched:
+            if len(running) >= window:
+                results.append(await self._finish_child(running.pop(0), out))
+            with SetWorkflowID(run_workflow_id(request.session_id, 1)):
+                handle = await DBOS.start_workflow_async(_agent_run_workflow(), request.model_dump(mode="json"))
+            out.events.append({"type": "subagent_start", "data": {"tool_call_id": call.id, "session_id": request.session_id, "agent": request.agent_name}})
+            running.append((call, request, handle))
+        for item in running:
+            results.append(await self._finish_child(item, out))
+        return results
+
+    def _child_request(self, call: ParsedSubAgentCall) -> tuple[RunRequest | None, str | None]:
+        tool = self.agent.get_tool(f"{SUB_AGENT_TOOL_PREFIX}{call.agent_type}")
+        if tool is None or not isinstance(tool.sub_agent, SubAgentSpec):
+            return None, f"Unknown sub-agent: {call.agent_type!r} is not a sub-agent of this agent"
+        if call.parse_error is not None:
+            return None, f"Invalid arguments for sub-agent {call.agent_type}: {call.parse_error}"
+        try:
+            child_input = tool.sub_agent.child_input(tool.parse_input(call.input))
+        except Exception as exc:
+            return None, str(exc)
+        request = RunRequest(
+            session_id=child_session_id(self.req.session_id, call.id),
+            run=1,
+            agent_name=tool.sub_agent.agent.name,
+            input=child_input,
+            parent_session_id=self.req.session_id,
+            parent_tool_call_id=call.id,
+            root_session_id=self.req.root_session_id or self.req.session_id,
+        )
+        return request, None
+
+    async def _finish_child(self, item: tuple[ParsedSubAgentCall, RunRequest, Any], out: StepOutput) -> ToolResultMessage:
+        call, request, handle = item
+        try:
+            result = AgentResult.model_validate(await handle.get_result())
+        except Exception as exc:  # the child workflow failed or was cancelled
+            result = AgentResult(session_id=request.session_id, status="aborted" if "cancel" in str(exc).lower() else "failed", error=str(exc))
+        child_events = await asyncio.to_thread(self.ex.session_events, request.session_id)
+        out.events.extend({"type": "subagent_event", "data": {"session_id": request.session_id, "event": e}} for e in child_events)
+        out.events.append({"type": "subagent_finish", "data": {"tool_call_id": call.id, "session_id": request.session_id, "status": result.status}})
+        if result.status == "completed":
+            return create_sub_agent_result_message(call.id, call.agent_type, result=result.output, success=True)
+        return _sub_agent_error(call, f"Sub-agent {call.agent_type} {result.status}: {result.error or 'no output'}")
 
     # --- human in the loop ----------------------------------------------------------------
 
@@ -278,17 +347,22 @@ class AgentLoop:
 
     def _classify(
         self, calls: list[ParsedToolCall]
-    ) -> tuple[list[ParsedToolCall], list[ParsedToolCall], list[ParsedToolCall]]:
-        regular, finishers, unknown = [], [], []
+    ) -> tuple[list[ParsedToolCall], list[ParsedToolCall], list[ParsedToolCall], list[ParsedSubAgentCall]]:
+        regular, finishers, unknown, children = [], [], [], []
         for call in calls:
             tool = self.agent.get_tool(call.name)
-            if tool is None or tool.name == FINISH_TOOL_NAME:
+            if tool is None and call.name.startswith(SUB_AGENT_TOOL_PREFIX) or tool is not None and tool.is_sub_agent:
+                agent_type = call.name.removeprefix(SUB_AGENT_TOOL_PREFIX)
+                children.append(
+                    ParsedSubAgentCall(id=call.id, agent_type=agent_type, input=call.arguments, parse_error=call.parse_error)
+                )
+            elif tool is None or tool.name == FINISH_TOOL_NAME:
                 unknown.append(call)
             elif tool.finish_with:
                 finishers.append(call)
             else:
                 regular.append(call)
-        return regular, finishers, unknown
+        return regular, finishers, unknown, children
 
     def _start_parallel(self, step_no: int, calls: list[ParsedToolCall], base_state: Any) -> Awaitable[list[ToolOutcome]]:
         """Start calls concurrently under the agent's cap; their step ids are reserved now, in call order."""
@@ -433,6 +507,16 @@ class ToolJob:
 
 
 # --- pure helpers that shape messages, events and usage rows ------------------------------
+
+
+def _agent_run_workflow() -> Any:
+    from helix_dbos.runtime.workflow import agent_run_workflow  # the workflow module imports this one
+
+    return agent_run_workflow
+
+
+def _sub_agent_error(call: ParsedSubAgentCall, error: str) -> ToolResultMessage:
+    return create_sub_agent_result_message(call.id, call.agent_type, success=False, error=error)
 
 
 def _suspension_reason(gates: dict[str, str]) -> str:

@@ -58,6 +58,21 @@ def list_child_sessions(conn: sa.Connection, parent_session_id: str) -> list[Ses
     return [SessionRecord.model_validate(dict(r)) for r in rows]
 
 
+def active_tree(conn: sa.Connection, session_id: str) -> list[str]:
+    """The session and its descendant sub-agent sessions that are running, parents first."""
+    rows = conn.execute(
+        sa.text(
+            "WITH RECURSIVE tree(id, depth) AS ("
+            "  SELECT id, 0 FROM helix.sessions WHERE id = :id"
+            "  UNION ALL SELECT s.id, t.depth + 1 FROM helix.sessions s JOIN tree t ON s.parent_session_id = t.id)"
+            " SELECT t.id FROM tree t JOIN helix.sessions s ON s.id = t.id"
+            " WHERE s.status IN ('active', 'awaiting_approval', 'awaiting_client_tool') ORDER BY t.depth, t.id"
+        ),
+        {"id": session_id},
+    )
+    return [r[0] for r in rows]
+
+
 def load_messages(conn: sa.Connection, session_id: str, before_seq: int | None = None) -> list[Message]:
     """The transcript in order; only messages with ``seq < before_seq`` when given."""
     rows = conn.execute(
@@ -137,6 +152,15 @@ def get_pending_call(conn: sa.Connection, session_id: str, tool_call_id: str) ->
         {"s": session_id, "t": tool_call_id},
     ).mappings().first()
     return PendingToolCall.model_validate(dict(row)) if row else None
+
+
+def find_pending_under_root(conn: sa.Connection, root_session_id: str, tool_call_id: str) -> PendingToolCall | None:
+    """The call ``tool_call_id`` of a sub-agent session under ``root_session_id`` (one at most)."""
+    rows = conn.execute(
+        sa.text("SELECT * FROM helix.pending_tool_calls WHERE root_session_id = :r AND tool_call_id = :t"),
+        {"r": root_session_id, "t": tool_call_id},
+    ).mappings().all()
+    return PendingToolCall.model_validate(dict(rows[0])) if len(rows) == 1 else None
 
 
 def events_after(conn: sa.Connection, session_id: str, after_seq: int, limit: int = 1000) -> list[EventRecord]:

@@ -1,0 +1,260 @@
+"""Queues: run agent sessions on a pool of worker processes.
+
+A run started with ``executor.execute(agent, input, queue="agents")`` is *enqueued*
+instead of started in-process: any worker process on the same database that registered
+the agent and listens on that queue runs it (see ``helix-dbos worker``). The limits of
+a queue live in the DBOS system database, so they hold across every worker::
+
+    DBOS.launch()
+    register_queue(QueueSettings(name="agents", worker_concurrency=8, global_concurrency=32,
+                                 rate_limit=RateLimit(limit=50, period=1.0)))
+
+Runs can be enqueued from a process that runs no DBOS at all, with only the database
+URL (a web server, a cron job)::
+
+    with RunEnqueuer(url) as enqueuer:
+        run = enqueuer.enqueue("research", "What is DBOS?")
+        print(enqueuer.result(run, timeout=60).output)
+
+Every DBOS 3.4 queue is a priority queue: a lower ``priority`` number runs first, and
+runs without one (priority 0) run before any prioritized run.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from helix_dbos.errors import HelixError, SessionBusyError
+
+if TYPE_CHECKING:
+    from dbos import Queue
+
+DEFAULT_QUEUE = "agents"
+"""The queue name ``helix-dbos worker`` listens on unless told otherwise."""
+
+WORKFLOW_NAME = "helix_agent_run"
+"""The registered name of the agent-run workflow (runtime/workflow.py)."""
+
+_RATE = re.compile(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)\s*s?\s*")
+
+
+class RateLimit(BaseModel):
+    """At most ``limit`` runs start in any rolling window of ``period`` seconds, across all workers."""
+
+    limit: int = Field(ge=1)
+    period: float = Field(gt=0)
+
+    @classmethod
+    def parse(cls, text: str) -> RateLimit:
+        """``"50/1"`` or ``"600/60s"``: calls per period in seconds."""
+        match = _RATE.fullmatch(text)
+        if match is None:
+            raise ValueError(f"rate limit {text!r} is not N/SECONDS (for example 50/1 or 600/60)")
+        return cls(limit=int(match.group(1)), period=float(match.group(2)))
+
+    def __str__(self) -> str:
+        return f"{self.limit}/{self.period:g}s"
+
+
+class QueueSettings(BaseModel):
+    """The flow control of one queue; stored in the DBOS system database, shared by all workers.
+
+    ``worker_concurrency``: runs at once in one worker process. ``global_concurrency``:
+    runs at once across all workers (a run counts from the moment a worker claims it to
+    its end, including the time it waits for a human). ``rate_limit``: run starts per
+    period across all workers, to protect the LLM provider. ``polling_interval_sec``:
+    how often each worker looks for work.
+    """
+
+    name: str = DEFAULT_QUEUE
+    worker_concurrency: int | None = Field(default=None, ge=1)
+    global_concurrency: int | None = Field(default=None, ge=1)
+    rate_limit: RateLimit | None = None
+    polling_interval_sec: float = Field(default=1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check_limits(self) -> QueueSettings:
+        if (
+            self.worker_concurrency is not None
+            and self.global_concurrency is not None
+            and self.worker_concurrency > self.global_concurrency
+        ):
+            raise ValueError("worker_concurrency must not exceed global_concurrency")
+        return self
+
+    def describe(self) -> str:
+        parts = [f"queue {self.name!r}"]
+        if self.worker_concurrency is not None:
+            parts.append(f"worker concurrency {self.worker_concurrency}")
+        if self.global_concurrency is not None:
+            parts.append(f"global concurrency {self.global_concurrency}")
+        if self.rate_limit is not None:
+            parts.append(f"rate limit {self.rate_limit}")
+        return ", ".join(parts)
+
+
+def register_queue(
+    settings: QueueSettings | str = DEFAULT_QUEUE,
+    *,
+    on_conflict: Literal["always_update", "never_update", "update_if_latest_version"] = "always_update",
+) -> Queue:
+    """Create or update the queue in the system database; call it after ``DBOS.launch()``.
+
+    ``on_conflict="never_update"`` keeps the settings another worker stored.
+    """
+    from dbos import DBOS
+
+    if isinstance(settings, str):
+        settings = QueueSettings(name=settings)
+    limiter: Any = settings.rate_limit.model_dump() if settings.rate_limit else None
+    return DBOS.register_queue(
+        settings.name,
+        worker_concurrency=settings.worker_concurrency,
+        global_concurrency=settings.global_concurrency,
+        limiter=limiter,
+        polling_interval_sec=settings.polling_interval_sec,
+        on_conflict=on_conflict,
+    )
+
+
+def stored_settings(name: str) -> QueueSettings | None:
+    """The settings of queue ``name`` as stored in the system database (DBOS launched), or None."""
+    from dbos import DBOS
+
+    queue = DBOS.retrieve_queue(name)
+    if queue is None:
+        return None
+    limiter = queue.limiter
+    return QueueSettings(
+        name=name,
+        worker_concurrency=queue.worker_concurrency,
+        global_concurrency=queue.global_concurrency,
+        rate_limit=RateLimit(limit=limiter["limit"], period=limiter["period"]) if limiter else None,
+        polling_interval_sec=queue.polling_interval_sec,
+    )
+
+
+def enqueue_options(
+    workflow_id: str, session_id: str, queue: str, priority: int | None = None
+) -> dict[str, Any]:
+    """The DBOS enqueue options of a run: deterministic id, one run per session at a time."""
+    options: dict[str, Any] = {
+        "workflow_name": WORKFLOW_NAME,
+        "queue_name": queue,
+        "workflow_id": workflow_id,
+        "workflow_id_reuse_policy": "reject",
+        "deduplication_id": session_id,
+    }
+    if priority is not None:
+        options["priority"] = priority
+    return options
+
+
+@dataclass(frozen=True)
+class EnqueuedRun:
+    """A run put on a queue by :class:`RunEnqueuer`."""
+
+    session_id: str
+    run: int
+    workflow_id: str
+
+
+class RunEnqueuer:
+    """Enqueue agent runs from any process, with only the database URL (no DBOS launch).
+
+    It writes the same ENQUEUED row ``executor.execute(..., queue=...)`` writes, through
+    a :class:`dbos.DBOSClient`. Workers must have registered the agent.
+    ``application_name`` and ``app_version`` default to None, which any worker of the
+    latest application version on the database dequeues; set them when several DBOS
+    applications share one system database.
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        application_name: str | None = None,
+        app_version: str | None = None,
+    ) -> None:
+        from dbos import DBOSClient
+
+        from helix_dbos.database import resolve_database_url
+        from helix_dbos.store.engine import create_engine
+
+        self.database_url = resolve_database_url(database_url)
+        self.queue = queue
+        self.app_version = app_version
+        self.client = DBOSClient(system_database_url=self.database_url, application_name=application_name)
+        self.engine = create_engine(self.database_url, pool_size=2)
+
+    def enqueue(
+        self,
+        agent_name: str,
+        input: Any,
+        session_id: str | None = None,
+        *,
+        priority: int | None = None,
+        queue: str | None = None,
+    ) -> EnqueuedRun:
+        """Enqueue a new run of a session (a new session when ``session_id`` is None)."""
+        from dbos._error import DBOSQueueDeduplicatedError, DBOSWorkflowIDInUseError
+
+        from helix_dbos.runtime.executor import _input_text
+        from helix_dbos.runtime.requests import RunRequest, run_workflow_id
+        from helix_dbos.store import reads, writes
+
+        session_id = session_id or str(uuid.uuid4())
+        with self.engine.connect() as conn:
+            row = reads.get_session_row(conn, session_id)
+        if row is not None and row.agent_name != agent_name:
+            raise HelixError(f"session {session_id!r} belongs to agent {row.agent_name!r}, not {agent_name!r}")
+        if row is not None and row.status in writes.ACTIVE_STATUSES:
+            raise SessionBusyError(f"session {session_id!r} already has a run in progress (run {row.run_count})")
+        run = (row.run_count if row else 0) + 1
+        request = RunRequest(session_id=session_id, run=run, agent_name=agent_name, input=_input_text(input))
+        workflow_id = run_workflow_id(session_id, run)
+        options = enqueue_options(workflow_id, session_id, queue or self.queue, priority)
+        if self.app_version is not None:
+            options["app_version"] = self.app_version
+        try:
+            self.client.enqueue(options, request.model_dump(mode="json"))  # type: ignore[arg-type]
+        except (DBOSWorkflowIDInUseError, DBOSQueueDeduplicatedError):
+            raise SessionBusyError(f"session {session_id!r} already has a run queued or in progress") from None
+        return EnqueuedRun(session_id, run, workflow_id)
+
+    def status(self, run: EnqueuedRun | str) -> str | None:
+        """The DBOS status of the run's workflow (ENQUEUED, PENDING, SUCCESS, ...)."""
+        workflow_id = run if isinstance(run, str) else run.workflow_id
+        status = self.client.retrieve_workflow(workflow_id).get_status()
+        return status.status if status else None
+
+    def result(self, run: EnqueuedRun, timeout: float | None = None, poll_interval: float = 0.1) -> Any:
+        """Wait for the run to end; its :class:`AgentResult`."""
+        from helix_dbos.runtime.handle import _DONE
+        from helix_dbos.types import AgentResult
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (status := self.status(run)) not in _DONE:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"run {run.run} of session {run.session_id} still {status} after {timeout}s")
+            time.sleep(poll_interval)
+        if status == "CANCELLED":
+            return AgentResult(session_id=run.session_id, status="aborted", error="aborted", stop_reason=None)
+        return AgentResult.model_validate(self.client.retrieve_workflow(run.workflow_id).get_result())
+
+    def close(self) -> None:
+        self.client.destroy()
+        self.engine.dispose()
+
+    def __enter__(self) -> RunEnqueuer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,287 @@
+"""Scale-out: queued runs on several worker processes, a killed worker, `helix-dbos recover`.
+
+Workers are real ``helix-dbos worker`` processes on ``tests/scaleout/scale_app.py``, one
+fresh database per test. Runs are enqueued from this process with :class:`RunEnqueuer`
+(only the database URL, no DBOS launched here). The agent's ``work`` tool records when
+it ran in ``scaleout.intervals``, which proves the global concurrency limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from helix_dbos.database import libpq_url
+from helix_dbos.errors import SessionBusyError
+from helix_dbos.runtime.queues import QueueSettings, RateLimit, RunEnqueuer
+from helix_dbos.store.migrations import migrate
+
+APP_DIR = Path(__file__).with_name("scaleout")
+SESSIONS = 60
+GLOBAL_LIMIT = 5
+PER_WORKER = 3  # 3 workers x 3 > 5: only the global limit keeps runs at 5
+WORK_SECONDS = 0.4
+CLI = "from helix_dbos.cli import main; main()"
+
+INTERVALS_SQL = """
+CREATE SCHEMA scaleout;
+CREATE TABLE scaleout.intervals (
+    id bigserial PRIMARY KEY, session_id text NOT NULL, pid int NOT NULL,
+    started double precision NOT NULL, ended double precision
+);
+"""
+
+
+class Proc:
+    """A CLI subprocess whose stdout lines are collected as they come."""
+
+    def __init__(self, url: str, *args: str) -> None:
+        env = {**os.environ, "HELIX_SCALEOUT_URL": url, "HELIX_SCALEOUT_WORK_SECONDS": str(WORK_SECONDS)}
+        self.popen = subprocess.Popen(
+            [sys.executable, "-c", CLI, *args], cwd=APP_DIR, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self.lines: list[str] = []
+        self.errors: list[str] = []
+        threading.Thread(target=self._read, args=(self.popen.stdout, self.lines), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.popen.stderr, self.errors), daemon=True).start()
+
+    @staticmethod
+    def _read(stream, into: list[str]) -> None:
+        for line in stream:
+            into.append(line.rstrip("\n"))
+
+    def wait_for(self, prefix: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if line.startswith(prefix):
+                    return line
+            if self.popen.poll() is not None:
+                break
+            time.sleep(0.05)
+        pytest.fail(f"no {prefix!r} line from {self.popen.args[3:]}: {self.lines}\n" + "\n".join(self.errors[-30:]))
+
+    def stop(self, timeout: float = 20) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            return self.popen.wait()
+
+
+def worker(url: str, executor_id: str, command: str = "worker", *extra: str) -> Proc:
+    return Proc(
+        url, command, "--app", "scale_app:executor", "--executor-id", executor_id,
+        "--concurrency", str(PER_WORKER), "--global-concurrency", str(GLOBAL_LIMIT),
+        "--polling-interval", "0.05", *extra,
+    )
+
+
+@pytest.fixture
+def scale_database(make_database: Callable[[], str]) -> str:
+    url = make_database()
+    migrate(url)
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute(INTERVALS_SQL)
+    return url
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    started: list[Proc] = []
+    yield started
+    for proc in started:
+        proc.stop()
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals open at one instant (an end at t comes before a start at t)."""
+    points = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals],
+                    key=lambda p: (p[0], p[1]))
+    active = peak = 0
+    for _, delta in points:
+        active += delta
+        peak = max(peak, active)
+    return peak
+
+
+def test_max_overlap_counts_simultaneous_intervals():
+    assert max_overlap([(0, 2), (1, 3), (2, 4)]) == 2
+    assert max_overlap([(0, 1), (0, 1), (0.5, 2)]) == 3
+
+
+def test_queue_settings_and_rate_limit_parse():
+    assert RateLimit.parse("50/1") == RateLimit(limit=50, period=1.0)
+    assert RateLimit.parse("600/60s") == RateLimit(limit=600, period=60.0)
+    with pytest.raises(ValueError):
+        RateLimit.parse("fast")
+    with pytest.raises(ValueError):
+        QueueSettings(worker_concurrency=4, global_concurrency=2)
+    assert "global concurrency 5" in QueueSettings(global_concurrency=5).describe()
+
+
+def test_sixty_sessions_on_three_workers_survive_a_killed_worker(scale_database: str, procs: list[Proc]):
+    url = scale_database
+    first = worker(url, "w1")
+    procs.append(first)
+    first.wait_for("worker w1 listening")  # creates the DBOS tables before the others start
+    victim = worker(url, "w2")
+    third = worker(url, "w3")
+    procs += [victim, third]
+    victim.wait_for("worker w2 listening")
+    third.wait_for("worker w3 listening")
+
+    sessions = [f"scale-{i:02d}" for i in range(SESSIONS)]
+    with RunEnqueuer(url) as enqueuer:
+        runs = [enqueuer.enqueue("scale-agent", sid, session_id=sid) for sid in sessions]
+        with pytest.raises(SessionBusyError):
+            enqueuer.enqueue("scale-agent", "again", session_id=sessions[-1])  # still queued: one run at a time
+
+        # Kill w2 midway, while it is inside a tool.
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                done = conn.execute("SELECT count(*) FROM helix.sessions WHERE status = 'completed'").fetchone()[0]
+                busy = conn.execute(
+                    "SELECT count(*) FROM scaleout.intervals WHERE pid = %s AND ended IS NULL", (victim.popen.pid,)
+                ).fetchone()[0]
+                if done >= SESSIONS // 3 and busy > 0:
+                    break
+                time.sleep(0.01)
+            else:
+                pytest.fail("w2 was never caught inside a tool after a third of the sessions")
+            victim.popen.kill()
+            victim.popen.wait()
+            killed_at = time.time()
+            orphaned = {
+                r[0] for r in conn.execute(
+                    "SELECT workflow_uuid FROM dbos.workflow_status WHERE executor_id = 'w2' AND status = 'PENDING'")
+            }
+        assert orphaned, "the killed worker left no PENDING runs"
+
+        rescuer = worker(url, "rescuer", "recover", "--executor", "w2")
+        procs.append(rescuer)
+        line = rescuer.wait_for("recovered ")
+        assert line.startswith(f"recovered {len(orphaned)} runs of executor w2"), line
+        rescuer.wait_for("  helix:")
+        results = [enqueuer.result(run, timeout=60) for run in runs]
+
+    assert [r.status for r in results] == ["completed"] * SESSIONS
+    assert {r.session_id for r in results} == set(sessions)
+    recovered = {line.strip() for line in rescuer.lines if line.startswith("  helix:")}
+    assert recovered == orphaned
+
+    with psycopg.connect(libpq_url(url)) as conn:
+        for sid in sessions:
+            seqs = [r[0] for r in conn.execute("SELECT seq FROM helix.messages WHERE session_id = %s ORDER BY seq", (sid,))]
+            assert seqs == list(range(5)), (sid, seqs)  # user, assistant, tool, assistant, finish result
+            events = [r[0] for r in conn.execute("SELECT type FROM helix.events WHERE session_id = %s ORDER BY seq", (sid,))]
+            assert events.count("finish") == 1 and events.count("run_start") == 1, (sid, events)
+        runs_per_session = dict(conn.execute("SELECT session_id, count(*) FROM helix.runs GROUP BY session_id").fetchall())
+        assert runs_per_session == {sid: 1 for sid in sessions}
+        statuses = conn.execute(
+            "SELECT status, count(*) FROM dbos.workflow_status WHERE name = 'helix_agent_run' GROUP BY status").fetchall()
+        assert statuses == [("SUCCESS", SESSIONS)]
+        finished_on = {
+            r[0]: r[1] for r in conn.execute(
+                "SELECT workflow_uuid, executor_id FROM dbos.workflow_status WHERE workflow_uuid = ANY(%s)",
+                (list(orphaned),))
+        }
+        assert set(finished_on.values()) <= {"w1", "w3", "rescuer"}
+
+        rows = conn.execute("SELECT session_id, pid, started, ended FROM scaleout.intervals").fetchall()
+        # a run's slot: from its claim (started_at) to its end, as DBOS stored them (last attempt)
+        runs_spans = conn.execute(
+            "SELECT started_at_epoch_ms / 1000.0, updated_at / 1000.0 FROM dbos.workflow_status"
+            " WHERE name = 'helix_agent_run'").fetchall()
+
+    assert {r[0] for r in rows if r[3] is not None} == set(sessions), "every session did its work"
+    cut = [r for r in rows if r[3] is None]
+    assert cut and all(r[1] == victim.popen.pid for r in cut), "only the killed worker left work unfinished"
+    spans = [(r[2], r[3] if r[3] is not None else killed_at) for r in rows]
+    peak = max_overlap(spans)
+    assert peak <= GLOBAL_LIMIT, f"{peak} runs worked at once; the limit is {GLOBAL_LIMIT}"
+    run_peak = max_overlap([(float(a), float(b)) for a, b in runs_spans])
+    assert run_peak <= GLOBAL_LIMIT, f"{run_peak} runs held a slot at once; the limit is {GLOBAL_LIMIT}"
+    assert GLOBAL_LIMIT in (peak, run_peak), f"the workers never reached the limit ({peak}, {run_peak})"
+
+    for proc in (first, third, rescuer):
+        assert proc.stop() == 0, "\n".join(proc.errors[-20:])
+        assert proc.lines[-1].endswith("stopping")
+
+
+def test_a_queued_runs_approval_comes_from_another_process(scale_database: str, procs: list[Proc]):
+    url = scale_database
+    procs.append(worker(url, "solo"))
+    procs[0].wait_for("worker solo listening")
+    with RunEnqueuer(url) as enqueuer:
+        run = enqueuer.enqueue("gated-agent", "publish it", session_id="gated-1", priority=3)
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            deadline = time.monotonic() + 30
+            while conn.execute("SELECT count(*) FROM helix.pending_tool_calls WHERE session_id = 'gated-1'").fetchone()[0] == 0:
+                assert time.monotonic() < deadline, "the gated call never became pending"
+                time.sleep(0.05)
+        env = {**os.environ, "HELIX_DATABASE_URL": url}
+        pending = subprocess.run([sys.executable, "-c", CLI, "pending", "--json"], env=env, capture_output=True, text=True)
+        assert pending.returncode == 0, pending.stderr
+        assert [p["tool_call_id"] for p in json.loads(pending.stdout)] == ["pub"]
+        approved = subprocess.run([sys.executable, "-c", CLI, "approve", "gated-1", "pub", "--as", "ops"],
+                                  env=env, capture_output=True, text=True)
+        assert approved.returncode == 0, approved.stderr
+        result = enqueuer.result(run, timeout=30)
+    assert result.status == "completed", result
+    tail = subprocess.run([sys.executable, "-c", CLI, "tail", "gated-1", "--json"], env=env, capture_output=True, text=True)
+    assert tail.returncode == 0, tail.stderr
+    types = [json.loads(line)["type"] for line in tail.stdout.splitlines() if line.strip()]
+    assert "tool_approval_request" in types and types[-1] == "finish", types
+    with psycopg.connect(libpq_url(url)) as conn:
+        tool_result = conn.execute(
+            "SELECT message FROM helix.messages WHERE session_id = 'gated-1' AND message->>'role' = 'tool' ORDER BY seq LIMIT 1"
+        ).fetchone()[0]
+        priority, executor_id = conn.execute(
+            "SELECT priority, executor_id FROM dbos.workflow_status WHERE workflow_uuid = %s", (run.workflow_id,)
+        ).fetchone()
+    assert "published" in json.dumps(tool_result)
+    assert (priority, executor_id) == (3, "solo")
+
+
+def test_execute_with_a_queue_enqueues_and_the_rate_limit_holds(executor):
+    """In-process: ``execute(queue=...)`` enqueues (this process works the queue too)."""
+    import uuid
+
+    from dbos import DBOS
+
+    from helix_dbos import MockLLMAdapter, define_agent
+    from helix_dbos.runtime.queues import register_queue
+    from helix_dbos.types import TextStepResult
+
+    name = f"inproc-{uuid.uuid4().hex[:8]}"
+    agent = define_agent(name=name, system_prompt="Answer.")
+    executor.llm = MockLLMAdapter(responder=lambda messages, tools: TextStepResult(content="ok"))
+    register_queue(QueueSettings(name=name, rate_limit=RateLimit(limit=2, period=1.0), polling_interval_sec=0.02))
+    try:
+        handles = [executor.execute(agent, "hi", session_id=f"{name}-{i}", queue=name, priority=i + 1) for i in range(4)]
+        with pytest.raises(SessionBusyError):
+            executor.execute(agent, "again", session_id=f"{name}-0", queue=name)
+        assert [h.result(timeout=20).status for h in handles] == ["completed"] * 4
+        rows = [DBOS.get_workflow_status(h.workflow_id) for h in handles]
+        assert [(s.queue_name, s.priority) for s in rows] == [(name, i + 1) for i in range(4)]
+        with psycopg.connect(libpq_url(executor.database_url)) as conn:
+            started = sorted(r[0] / 1000 for r in conn.execute(
+                "SELECT started_at_epoch_ms FROM dbos.workflow_status WHERE queue_name = %s", (name,)))
+        assert started[2] - started[0] >= 0.95, f"3 runs started within a second under a 2/1s limit: {started}"
+    finally:
+        DBOS.delete_queue(name)
