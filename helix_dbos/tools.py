@@ -28,6 +28,8 @@ This module does no I/O; the runtime calls :meth:`Tool.parse_input`,
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 import logging
 import re
@@ -211,9 +213,14 @@ class Tool:
         return ToolSpec(
             name=self.name,
             description=self.description,
-            parameters=self.input_schema.model_json_schema(),
+            parameters=copy.deepcopy(self._input_json_schema),  # a copy: callers may edit theirs
             strict=self.strict,
         )
+
+    @functools.cached_property
+    def _input_json_schema(self) -> dict[str, Any]:
+        """``input_schema``'s JSON Schema, generated once (it costs ~0.5 ms per call)."""
+        return self.input_schema.model_json_schema()
 
     def parse_input(self, arguments: Any) -> BaseModel:
         """Validate the model's arguments (``None`` counts as ``{}``).

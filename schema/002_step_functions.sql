@@ -62,6 +62,7 @@ DECLARE
     step_no integer := (p->>'step')::integer;
     term jsonb := NULLIF(p->'terminal', 'null'::jsonb);
     n_msgs integer := COALESCE(jsonb_array_length(p->'messages'), 0);
+    evs jsonb;
     cur helix.sessions%ROWTYPE;
     interrupted boolean;
 BEGIN
@@ -74,9 +75,15 @@ BEGIN
             sid, cur.step_count, cur.status, step_no USING ERRCODE = 'serialization_failure';
     END IF;
     interrupted := cur.interrupt_requested AND term IS NULL;
+    evs := COALESCE(p->'events', '[]'::jsonb)
+        || CASE WHEN interrupted THEN jsonb_build_array(jsonb_build_object(
+                'type', 'interrupted', 'data', jsonb_build_object('step', step_no)))
+           ELSE '[]'::jsonb END;
 
+    -- The session row is written once per step: event_seq advances here too.
     UPDATE helix.sessions
        SET step_count = step_no, version = version + 1, message_count = message_count + n_msgs,
+           event_seq = event_seq + jsonb_array_length(evs),
            status = CASE WHEN term IS NOT NULL THEN term->>'status'
                          WHEN interrupted THEN 'interrupted' ELSE 'active' END,
            output = CASE WHEN term IS NOT NULL AND term->>'status' = 'completed' THEN term->'output'
@@ -107,11 +114,10 @@ BEGIN
         source text, name text, input_tokens integer, output_tokens integer, total_tokens integer,
         cost_usd double precision, ms double precision, success boolean);
 
-    PERFORM helix.append_events(sid, run_no, step_no,
-        COALESCE(p->'events', '[]'::jsonb)
-        || CASE WHEN interrupted THEN jsonb_build_array(jsonb_build_object(
-                'type', 'interrupted', 'data', jsonb_build_object('step', step_no)))
-           ELSE '[]'::jsonb END);
+    -- seqs continue from the event_seq read under the row lock (as helix.append_events does)
+    INSERT INTO helix.events (session_id, seq, run, step, type, data)
+    SELECT sid, cur.event_seq + t.ord, run_no, step_no, t.e->>'type', COALESCE(t.e->'data', '{}'::jsonb)
+    FROM jsonb_array_elements(evs) WITH ORDINALITY AS t(e, ord);
 
     -- Gated calls answered (or timed out) in this step leave the pending list; a client
     -- tool's wait is recorded as usage, from the request to the recorded answer.

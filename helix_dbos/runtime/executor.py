@@ -20,6 +20,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future
 from typing import Any
 
 from dbos import DBOS, SetEnqueueOptions, SetWorkflowID, SQLAlchemyDatasource
@@ -156,16 +157,20 @@ class DBOSAgentExecutor:
             # the other caller's run (its own input would be dropped without a word).
             with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"):
                 if queue is None:
-                    DBOS.start_workflow(workflow.agent_run_workflow, request.model_dump(mode="json"))
+                    started = DBOS.start_workflow(workflow.agent_run_workflow, request.model_dump(mode="json"))
                 else:
                     # deduplication id = session: never two runs of a session at once, on any worker
                     with SetEnqueueOptions(deduplication_id=request.session_id, priority=priority):
-                        DBOS.enqueue_workflow(queue, workflow.agent_run_workflow, request.model_dump(mode="json"))
+                        started = DBOS.enqueue_workflow(queue, workflow.agent_run_workflow, request.model_dump(mode="json"))
         except (DBOSWorkflowIDInUseError, DBOSQueueDeduplicatedError):
             raise SessionBusyError(
                 f"session {request.session_id!r} already has a run in progress (run {request.run} was just started)"
             ) from None
-        return AgentHandle(request.session_id, request.run, workflow_id)
+        # A run this process executes: result() waits on its task instead of polling the database.
+        future = getattr(started, "future", None)
+        return AgentHandle(
+            request.session_id, request.run, workflow_id, _future=future if isinstance(future, Future) else None
+        )
 
     def _check_startable(self, row: SessionRecord | None, config: AgentConfig, session_id: str) -> None:
         if row is None:

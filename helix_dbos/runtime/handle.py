@@ -7,7 +7,10 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass, field
+from typing import Any
 
 from dbos import DBOS, WorkflowStatusString
 
@@ -20,6 +23,7 @@ _DONE = {
     WorkflowStatusString.CANCELLED.value,
     WorkflowStatusString.MAX_RECOVERY_ATTEMPTS_EXCEEDED.value,
 }
+_STATUS_RECHECK_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,8 @@ class AgentHandle:
     session_id: str
     run: int
     workflow_id: str
+    _future: Future[Any] | None = field(default=None, compare=False, repr=False)
+    """The run's task when this process started it: waited on instead of polling."""
 
     def status(self) -> str | None:
         """The DBOS workflow status (PENDING, SUCCESS, ERROR, CANCELLED, ...)."""
@@ -38,14 +44,36 @@ class AgentHandle:
     def result(self, timeout: float | None = None, poll_interval: float = 0.02) -> AgentResult:
         """Wait for the run to end and return its result.
 
-        Raises ``TimeoutError`` after ``timeout`` seconds, and re-raises the helix error
-        that refused the run (for example :class:`SessionBusyError`).
+        A run this process started is awaited on its local task (no polling); its status
+        is still re-read every second, in case another process finishes it. Raises
+        ``TimeoutError`` after ``timeout`` seconds, and re-raises the helix error that
+        refused the run (for example :class:`SessionBusyError`).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        while (status := self.status()) not in _DONE:
+        while True:
+            if self._local_value_ready():
+                assert self._future is not None
+                return AgentResult.model_validate(self._future.result())
+            status = self.status()
+            if status in _DONE:
+                return self._stored_result(status)
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"run {self.run} of session {self.session_id} still {status} after {timeout}s")
+            self._wait_a_little(deadline, poll_interval)
+
+    def _local_value_ready(self) -> bool:
+        """The local task returned (DBOS stores the output and SUCCESS before that)."""
+        future = self._future
+        return future is not None and future.done() and not future.cancelled() and future.exception() is None
+
+    def _wait_a_little(self, deadline: float | None, poll_interval: float) -> None:
+        if self._future is None or self._future.done():
             time.sleep(poll_interval)
+            return
+        remaining = _STATUS_RECHECK_SECONDS if deadline is None else deadline - time.monotonic()
+        wait_futures([self._future], timeout=max(0.0, min(_STATUS_RECHECK_SECONDS, remaining)))
+
+    def _stored_result(self, status: str) -> AgentResult:
         if status == WorkflowStatusString.CANCELLED.value:
             return AgentResult(session_id=self.session_id, status="aborted", error="aborted", stop_reason=None)
         try:
