@@ -30,6 +30,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -163,7 +164,7 @@ def database_url(make_database: Callable[[], str]) -> str:
 
 
 @pytest.fixture(scope="session")
-def executor(database_url: str) -> Iterator["DBOSAgentExecutor"]:
+def executor(database_url: str) -> Iterator[Any]:
     """DBOS launched once for the session on ``database_url``, with one executor.
 
     Tests swap ``executor.llm`` for their own scripted :class:`MockLLMAdapter` and use

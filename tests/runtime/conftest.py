@@ -13,11 +13,13 @@ module cannot be imported reliably by its own name (``tests/`` has two of them, 
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -232,3 +234,20 @@ def _no_run_outlives_its_test(request: pytest.FixtureRequest) -> Iterator[None]:
         timeout=15,
         what="every run of the test to end",
     )
+
+
+HELIX = Path(sys.executable).with_name("helix-dbos")
+
+
+def cli(executor: Any, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
+    """Run ``helix-dbos <args> --database-url <the test database>`` in a new process."""
+    proc = subprocess.run(
+        [str(HELIX), *args, "--database-url", executor.database_url], capture_output=True, text=True, timeout=90
+    )
+    assert proc.returncode == expect, (
+        f"helix-dbos {' '.join(args)} exited {proc.returncode}, expected {expect}\n"
+        f"stdout: {proc.stdout}\nstderr: {proc.stderr}"
+    )
+    if expect != 0:
+        assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr  # one line, no traceback
+    return proc

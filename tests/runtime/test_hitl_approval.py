@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from helix_dbos import AgentHooks, ToolContext, define_agent, define_tool
 from runtime_testkit import (
+    cli,
     RESULT_TIMEOUT,
     assert_paired,
     call,
@@ -33,23 +31,6 @@ from runtime_testkit import (
     use_model,
     wait_for,
 )
-
-HELIX = Path(sys.executable).with_name("helix-dbos")
-
-
-def cli(executor: Any, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
-    """Run ``helix-dbos <args> --database-url <the test database>`` in a new process."""
-    proc = subprocess.run(
-        [str(HELIX), *args, "--database-url", executor.database_url], capture_output=True, text=True, timeout=90
-    )
-    assert proc.returncode == expect, (
-        f"helix-dbos {' '.join(args)} exited {proc.returncode}, expected {expect}\n"
-        f"stdout: {proc.stdout}\nstderr: {proc.stderr}"
-    )
-    if expect != 0:
-        assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr  # one line, no traceback
-    return proc
-
 
 class Refund(BaseModel):
     order_id: str
