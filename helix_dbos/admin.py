@@ -101,6 +101,7 @@ class SessionDetail(BaseModel):
     answers: list[AnswerRecord] = Field(default_factory=list)
     usage: UsageSummary = Field(default_factory=UsageSummary)
     children: list[SessionRecord] = Field(default_factory=list)
+    """Every sub-agent session below this one, depth first (``parent_session_id`` links them)."""
     forked_from: dict[str, Any] | None = None
     """``{"session_id", "step"}`` when the session was made by :func:`fork`."""
 
@@ -143,7 +144,7 @@ def show_session(url: str, session_id: str) -> SessionDetail:
             pending=reads.list_pending(conn, session_id),
             answers=_answers(conn, session_id),
             usage=reads.usage_summary(conn, session_id),
-            children=reads.list_child_sessions(conn, session_id),
+            children=reads.list_descendant_sessions(conn, session_id),
             forked_from={"session_id": forked["source_session_id"], "step": forked["from_step"]} if forked else None,
         )
 

@@ -370,10 +370,13 @@ def _print_session(detail: Any) -> None:
     )
     if detail.children:
         click.echo("")
-        click.echo("children")
+        click.echo("sub-agent sessions")
+        depth = {detail.session.id: 0}
+        for child in detail.children:
+            depth[child.id] = depth.get(child.parent_session_id or "", 0) + 1
         _table(
             ["  SESSION", "AGENT", "STATUS", "STEPS", "TOOL CALL"],
-            [[f"  {c.id}", c.agent_name, c.status, str(c.step_count), c.parent_tool_call_id or "-"]
+            [[f"{'  ' * depth[c.id]}{c.id}", c.agent_name, c.status, str(c.step_count), c.parent_tool_call_id or "-"]
              for c in detail.children],
         )
 

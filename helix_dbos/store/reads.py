@@ -49,11 +49,19 @@ def list_sessions(conn: sa.Connection, limit: int = 50, status: str | None = Non
     return [SessionRecord.model_validate(dict(r)) for r in rows]
 
 
-def list_child_sessions(conn: sa.Connection, parent_session_id: str) -> list[SessionRecord]:
-    """Sessions started by sub-agent calls of ``parent_session_id``."""
+def list_descendant_sessions(conn: sa.Connection, session_id: str) -> list[SessionRecord]:
+    """Every session started below ``session_id`` by sub-agent calls, depth first (each
+    parent before its children, siblings in the order they were created)."""
+    cols = ", ".join(f"s.{c.strip()}" for c in _SESSION_COLUMNS.split(","))
     rows = conn.execute(
-        sa.text(f"SELECT {_SESSION_COLUMNS} FROM helix.sessions WHERE parent_session_id = :p ORDER BY created_at"),
-        {"p": parent_session_id},
+        sa.text(
+            "WITH RECURSIVE tree(id, path) AS ("
+            "  SELECT id, ARRAY[created_at::text, id] FROM helix.sessions WHERE parent_session_id = :id"
+            "  UNION ALL SELECT s.id, t.path || ARRAY[s.created_at::text, s.id]"
+            "  FROM helix.sessions s JOIN tree t ON s.parent_session_id = t.id)"
+            f" SELECT {cols} FROM tree JOIN helix.sessions s ON s.id = tree.id ORDER BY tree.path"
+        ),
+        {"id": session_id},
     ).mappings()
     return [SessionRecord.model_validate(dict(r)) for r in rows]
 

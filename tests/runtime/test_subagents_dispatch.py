@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from helix_dbos import AgentConfig, MockLLMAdapter, ToolContext, create_sub_agent_tool, define_agent, define_tool
 from helix_dbos.types import AssistantMessage, Message, ToolResultMessage, ToolSpec, UserMessage
 from runtime_testkit import (
+    cli,
     RESULT_TIMEOUT,
     assert_paired,
     call,
@@ -271,6 +272,13 @@ def test_three_levels_outputs_flow_back_up_and_every_level_records_the_root(exec
     assert {t["session_id"] for t in tagged} == {middle_id}
     nested = [t["event"]["data"] for t in tagged if t["event"]["type"] == "subagent_event"]
     assert nested and {n["session_id"] for n in nested} == {leaf_id}
+
+    # `helix-dbos show` displays the session tree, the leaf indented under the middle.
+    shown = json.loads(cli(executor, "show", root, "--json").stdout)
+    assert [c["id"] for c in shown["children"]] == [middle_id, leaf_id]
+    lines = cli(executor, "show", root).stdout.splitlines()
+    tree = lines[lines.index("sub-agent sessions") + 2:]
+    assert tree[0].startswith(f"  {middle_id} ") and tree[1].startswith(f"    {leaf_id} "), tree
 
 
 # --- isolation and streams -----------------------------------------------------------------
