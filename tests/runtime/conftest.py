@@ -26,8 +26,21 @@ import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
 
-from helix_dbos import MockLLMAdapter, Tool, ToolContext, define_tool
-from helix_dbos.types import AssistantMessage, Message, ToolResultMessage, ToolSpec
+from helix_dbos import (
+    AgentConfig,
+    MockLLMAdapter,
+    Tool,
+    ToolContext,
+    define_agent,
+    define_tool,
+)
+from helix_dbos.types import (
+    AssistantMessage,
+    Message,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
 
 sys.modules.setdefault("runtime_testkit", sys.modules[__name__])
 
@@ -251,3 +264,51 @@ def cli(executor: Any, *args: str, expect: int = 0) -> subprocess.CompletedProce
     if expect != 0:
         assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr  # one line, no traceback
     return proc
+
+
+# --- one scripted model for a family of agents (sub-agent tests) ----------------------------
+
+Step = Any  # a scripted step (dict) or a function of the transcript returning one
+
+
+def agent(name: str, **options: Any) -> AgentConfig:
+    """An agent whose system prompt names it, so the shared model can tell agents apart."""
+    return define_agent(name, system_prompt=f"You are {name}.", **options)
+
+
+def family_model(executor: Any, scripts: dict[AgentConfig, list[Step]]) -> MockLLMAdapter:
+    """Install one mock model for several agents.
+
+    Each agent answers step ``n`` (the number of assistant messages in its transcript)
+    with ``scripts[agent][n]``; a callable step gets the transcript. The agent is picked
+    by its system prompt, and the tools offered must be exactly the agent's own, so a
+    child is never answered with its parent's script.
+    """
+    by_prompt = {f"You are {a.name}.": a for a in scripts}
+
+    def respond(messages: list[Message], tools: list[ToolSpec]) -> Any:
+        config = by_prompt[messages[0].content.split("\n")[0]]  # type: ignore[union-attr]
+        offered = sorted(t.name for t in tools)
+        expected = sorted(t.name for t in config.tools) + (["__finish__"] if "__finish__" in offered else [])
+        assert offered == sorted(expected), f"{config.name} was offered {offered}, expected {expected}"
+        steps = scripts[config]
+        index = sum(isinstance(m, AssistantMessage) for m in messages)
+        assert index < len(steps), f"{config.name}: script has {len(steps)} steps, asked for step {index + 1}"
+        step = steps[index]
+        return step(messages) if callable(step) else step
+
+    mock = MockLLMAdapter(respond)
+    executor.llm = mock
+    return mock
+
+
+def user_input(messages: list[Message]) -> str:
+    return next(m.content for m in messages if isinstance(m, UserMessage))  # type: ignore[return-value]
+
+
+def last_result(messages: list[Message]) -> ToolResultMessage:
+    return [m for m in messages if isinstance(m, ToolResultMessage)][-1]
+
+
+def sub(session_id: str, call_id: str) -> str:
+    return f"{session_id}-sub-{call_id}"

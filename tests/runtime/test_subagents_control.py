@@ -15,62 +15,33 @@ from typing import Any
 import pytest
 from dbos import DBOS
 from pydantic import BaseModel
-
-from helix_dbos import AgentConfig, MockLLMAdapter, ToolContext, create_sub_agent_tool, define_agent, define_tool
-from helix_dbos.runtime.requests import run_workflow_id
-from helix_dbos.types import AssistantMessage, Message, ToolResultMessage, ToolSpec, UserMessage
 from runtime_testkit import (
+    Step,
     RESULT_TIMEOUT,
     Gate,
+    agent,
     assert_paired,
     call,
     calls,
     events,
+    family_model,
+    last_result,
     result_for,
     rows,
     session_status,
+    sub,
     text,
     unique,
     wait_for,
 )
 
-Step = Any
-
-
-def agent(name: str, **options: Any) -> AgentConfig:
-    """An agent whose system prompt names it, so the shared model can tell agents apart."""
-    return define_agent(name, system_prompt=f"You are {name}.", **options)
-
-
-def family_model(executor: Any, scripts: dict[AgentConfig, list[Step]]) -> MockLLMAdapter:
-    """One mock model for several agents, each answered from its own script (picked by
-    the system prompt, checked against the tools the agent is offered)."""
-    by_prompt = {f"You are {a.name}.": a for a in scripts}
-
-    def respond(messages: list[Message], tools: list[ToolSpec]) -> Any:
-        config = by_prompt[messages[0].content.split("\n")[0]]  # type: ignore[union-attr]
-        assert sorted(t.name for t in tools) == sorted(t.name for t in config.tools), config.name
-        steps = scripts[config]
-        index = sum(isinstance(m, AssistantMessage) for m in messages)
-        assert index < len(steps), f"{config.name}: script has {len(steps)} steps, asked for step {index + 1}"
-        step = steps[index]
-        return step(messages) if callable(step) else step
-
-    mock = MockLLMAdapter(respond)
-    executor.llm = mock
-    return mock
-
-
-def last_result(messages: list[Message]) -> ToolResultMessage:
-    return [m for m in messages if isinstance(m, ToolResultMessage)][-1]
-
-
-def user_input(messages: list[Message]) -> str:
-    return next(m.content for m in messages if isinstance(m, UserMessage))  # type: ignore[return-value]
-
-
-def sub(session_id: str, call_id: str) -> str:
-    return f"{session_id}-sub-{call_id}"
+from helix_dbos import (
+    AgentConfig,
+    ToolContext,
+    create_sub_agent_tool,
+    define_tool,
+)
+from helix_dbos.runtime.requests import run_workflow_id
 
 
 def workflow_status(session_id: str, run: int = 1) -> str | None:

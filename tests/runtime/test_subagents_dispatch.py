@@ -16,71 +16,34 @@ import time
 from typing import Any
 
 from pydantic import BaseModel
-
-from helix_dbos import AgentConfig, MockLLMAdapter, ToolContext, create_sub_agent_tool, define_agent, define_tool
-from helix_dbos.types import AssistantMessage, Message, ToolResultMessage, ToolSpec, UserMessage
 from runtime_testkit import (
-    cli,
     RESULT_TIMEOUT,
+    agent,
     assert_paired,
     call,
     calls,
+    cli,
     events,
+    family_model,
     finish,
+    last_result,
     result_for,
     rows,
+    sub,
     text,
     tool_results,
     unique,
+    user_input,
 )
 
-Step = Any  # a scripted step (dict) or a function of the transcript returning one
-
-
-# --- one model for a family of agents ------------------------------------------------------
-
-
-def agent(name: str, **options: Any) -> AgentConfig:
-    """An agent whose system prompt names it, so the shared model can tell agents apart."""
-    return define_agent(name, system_prompt=f"You are {name}.", **options)
-
-
-def family_model(executor: Any, scripts: dict[AgentConfig, list[Step]]) -> MockLLMAdapter:
-    """Install one mock model for several agents.
-
-    Each agent answers step ``n`` (the number of assistant messages in its transcript)
-    with ``scripts[agent][n]``; a callable step gets the transcript. The agent is picked
-    by its system prompt, and the tools offered must be exactly the agent's own, so a
-    child is never answered with its parent's script.
-    """
-    by_prompt = {f"You are {a.name}.": a for a in scripts}
-
-    def respond(messages: list[Message], tools: list[ToolSpec]) -> Any:
-        config = by_prompt[messages[0].content.split("\n")[0]]  # type: ignore[union-attr]
-        offered = sorted(t.name for t in tools)
-        expected = sorted(t.name for t in config.tools) + (["__finish__"] if "__finish__" in offered else [])
-        assert offered == sorted(expected), f"{config.name} was offered {offered}, expected {expected}"
-        steps = scripts[config]
-        index = sum(isinstance(m, AssistantMessage) for m in messages)
-        assert index < len(steps), f"{config.name}: script has {len(steps)} steps, asked for step {index + 1}"
-        step = steps[index]
-        return step(messages) if callable(step) else step
-
-    mock = MockLLMAdapter(respond)
-    executor.llm = mock
-    return mock
-
-
-def user_input(messages: list[Message]) -> str:
-    return next(m.content for m in messages if isinstance(m, UserMessage))  # type: ignore[return-value]
-
-
-def last_result(messages: list[Message]) -> ToolResultMessage:
-    return [m for m in messages if isinstance(m, ToolResultMessage)][-1]
-
-
-def sub(session_id: str, call_id: str) -> str:
-    return f"{session_id}-sub-{call_id}"
+from helix_dbos import (
+    ToolContext,
+    create_sub_agent_tool,
+    define_tool,
+)
+from helix_dbos.types import (
+    Message,
+)
 
 
 class Work(BaseModel):
