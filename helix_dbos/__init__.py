@@ -2,9 +2,11 @@
 
     from helix_dbos import define_agent, tool, DBOSAgentExecutor, LiteLLMAdapter
 
-The names below are the public API. They are imported on first use, so that
-``import helix_dbos.orchestration`` (the pure core) pulls in neither DBOS nor the
-database driver, and the CLI starts fast.
+The names below are the public API; the seed's pure functions stay importable from
+``helix_dbos.orchestration`` and ``helix_dbos.state``, the operator API is
+``helix_dbos.client.admin``. Names are imported on first use, so that ``import
+helix_dbos.orchestration`` (the pure core) pulls in neither DBOS nor the database driver,
+and the CLI starts fast.
 """
 
 from __future__ import annotations
@@ -13,64 +15,67 @@ import importlib
 from typing import Any
 
 _EXPORTS: dict[str, str] = {
+    # defining agents and tools
     "AgentConfig": "helix_dbos.agents",
-    "AgentDefinitionError": "helix_dbos.tools",
-    "AgentHandle": "helix_dbos.runtime.handle",
     "AgentHooks": "helix_dbos.agents",
-    "AgentNotRegisteredError": "helix_dbos.errors",
-    "AgentResult": "helix_dbos.types",
-    "AssistantMessage": "helix_dbos.types",
-    "DBOSAgentExecutor": "helix_dbos.runtime.executor",
-    "DatabaseError": "helix_dbos.errors",
-    "HelixError": "helix_dbos.errors",
+    "HookContext": "helix_dbos.tools",
+    "Tool": "helix_dbos.tools",
+    "ToolContext": "helix_dbos.tools",
+    "create_sub_agent_tool": "helix_dbos.subagents",
+    "define_agent": "helix_dbos.agents",
+    "define_tool": "helix_dbos.tools",
+    "tool": "helix_dbos.tools",
+    "cost_exceeds": "helix_dbos.orchestration",
+    "has_tool_call": "helix_dbos.orchestration",
+    "step_count_is": "helix_dbos.orchestration",
+    "total_tokens_exceed": "helix_dbos.orchestration",
+    # models
     "LLMAdapter": "helix_dbos.llm",
     "LLMConfig": "helix_dbos.types",
     "LiteLLMAdapter": "helix_dbos.llm",
-    "Message": "helix_dbos.types",
     "MockLLMAdapter": "helix_dbos.llm",
-    "ParsedSubAgentCall": "helix_dbos.types",
+    # running agents
+    "AgentHandle": "helix_dbos.client.handle",
+    "DBOSAgentExecutor": "helix_dbos.client.executor",
+    "application_version": "helix_dbos.client.launcher",
+    "dbos_config": "helix_dbos.client.launcher",
+    "launch_standalone": "helix_dbos.client.launcher",
+    "shutdown": "helix_dbos.client.launcher",
+    "QueueSettings": "helix_dbos.client.queues",
+    "RateLimit": "helix_dbos.client.queues",
+    "RunEnqueuer": "helix_dbos.client.queues",
+    "register_queue": "helix_dbos.client.queues",
+    # human in the loop
+    "ApprovalResponse": "helix_dbos.answers",
+    "ClientToolResult": "helix_dbos.answers",
+    "SubmitOutcome": "helix_dbos.answers",
+    # values
+    "AgentResult": "helix_dbos.types",
+    "AssistantMessage": "helix_dbos.types",
+    "Event": "helix_dbos.events",
+    "Message": "helix_dbos.types",
     "ParsedToolCall": "helix_dbos.types",
-    "SessionBusyError": "helix_dbos.errors",
-    "SessionNotFoundError": "helix_dbos.errors",
-    "StateTracker": "helix_dbos.state",
+    "SessionStatus": "helix_dbos.types",
     "StepResult": "helix_dbos.types",
     "SystemMessage": "helix_dbos.types",
     "TextStepResult": "helix_dbos.types",
-    "Tool": "helix_dbos.tools",
-    "ToolCallNotPendingError": "helix_dbos.errors",
     "ToolCallsStepResult": "helix_dbos.types",
-    "ToolContext": "helix_dbos.tools",
-    "ToolInputError": "helix_dbos.tools",
     "ToolResultMessage": "helix_dbos.types",
     "Usage": "helix_dbos.types",
     "UserMessage": "helix_dbos.types",
-    "apply_step_writes": "helix_dbos.state",
-    "build_messages_for_llm": "helix_dbos.orchestration",
-    "create_sub_agent_tool": "helix_dbos.runtime.subagents",
-    "ApprovalResponse": "helix_dbos.runtime.hitl",
-    "ClientToolResult": "helix_dbos.runtime.hitl",
-    "SubmitOutcome": "helix_dbos.runtime.hitl",
-    "InvalidToolResultError": "helix_dbos.runtime.hitl",
-    "cost_exceeds": "helix_dbos.orchestration",
-    "create_assistant_message": "helix_dbos.orchestration",
-    "create_sub_agent_result_message": "helix_dbos.orchestration",
-    "create_tool_result_message": "helix_dbos.orchestration",
-    "define_agent": "helix_dbos.agents",
-    "define_tool": "helix_dbos.tools",
-    "determine_final_status": "helix_dbos.orchestration",
-    "find_unpaired_finish_call_id": "helix_dbos.orchestration",
-    "has_tool_call": "helix_dbos.orchestration",
-    "is_recoverable_error_stop_reason": "helix_dbos.orchestration",
-    "launch_standalone": "helix_dbos.runtime.launch",
-    "merge_step_writes": "helix_dbos.state",
-    "plan_step_processing": "helix_dbos.orchestration",
-    "should_stop_execution": "helix_dbos.orchestration",
-    "shutdown": "helix_dbos.runtime.launch",
-    "step_count_is": "helix_dbos.orchestration",
-    "step_writes_to_rfc6902": "helix_dbos.state",
-    "synthesize_finish_tool_result": "helix_dbos.orchestration",
-    "tool": "helix_dbos.tools",
-    "total_tokens_exceed": "helix_dbos.orchestration",
+    # errors
+    "AgentDefinitionError": "helix_dbos.errors",
+    "AgentNotRegisteredError": "helix_dbos.errors",
+    "ConfigurationError": "helix_dbos.errors",
+    "DatabaseError": "helix_dbos.errors",
+    "HelixError": "helix_dbos.errors",
+    "InvalidToolResultError": "helix_dbos.errors",
+    "SchemaOutdatedError": "helix_dbos.errors",
+    "SessionBusyError": "helix_dbos.errors",
+    "SessionNotFoundError": "helix_dbos.errors",
+    "ToolCallNotPendingError": "helix_dbos.errors",
+    "ToolInputError": "helix_dbos.errors",
+    "WorkflowContextError": "helix_dbos.errors",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -5,8 +5,10 @@ The first of these that is set wins:
 1. an explicit URL (the CLI's ``--database-url`` flag, or ``database_url=`` in code);
 2. ``HELIX_DATABASE_URL``;
 3. ``DBOS_SYSTEM_DATABASE_URL``;
-4. an embedded Postgres (the ``embedded`` extra, pgserver) in ``./.helix/pgdata``,
-   reused on the next start and stopped when the last process using it exits.
+4. only where the caller allows it (``helix-dbos demo``, ``launch_standalone``): an
+   embedded Postgres (the ``embedded`` extra, pgserver) in ``./.helix/pgdata``, reused on
+   the next start and stopped when the last process using it exits. Everywhere else no
+   URL is an error: an operator command never answers from an empty database it made.
 
 DBOS's system tables (schema ``dbos``) and ours (schema ``helix``) share that database::
 
@@ -33,14 +35,17 @@ EMBEDDED_DIR_VAR = "HELIX_EMBEDDED_PGDATA"
 _embedded_servers: dict[Path, object] = {}
 
 
-def resolve_database_url(database_url: str | None = None) -> str:
-    """Return the database URL to use, starting the embedded server when nothing is set."""
+def resolve_database_url(database_url: str | None = None, *, allow_embedded: bool = False) -> str:
+    """Return the database URL to use; with ``allow_embedded``, start the embedded server
+    when nothing is set, else raise :class:`DatabaseError` saying how to set one."""
     if database_url:
         return validate_url(database_url)
     for var in ENV_URL_VARS:
         value = os.environ.get(var)
         if value:
             return validate_url(value)
+    if not allow_embedded:
+        raise DatabaseError("no database configured: pass --database-url URL or set HELIX_DATABASE_URL")
     return start_embedded(Path(os.environ.get(EMBEDDED_DIR_VAR) or DEFAULT_EMBEDDED_DIR))
 
 

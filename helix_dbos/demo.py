@@ -9,12 +9,21 @@ model drives the same agent.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from helix_dbos.agents import AgentConfig, define_agent
+from helix_dbos.events import (
+    ErrorEvent,
+    FinishEvent,
+    RunStartEvent,
+    StatePatchEvent,
+    StepStartEvent,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
 from helix_dbos.store.records import EventRecord
 from helix_dbos.tools import ToolContext, tool
 from helix_dbos.types import AssistantMessage, Message, ToolCallsStepResult, ToolSpec
@@ -76,18 +85,23 @@ def research_agent(model: str | None = None) -> AgentConfig:
     )
 
 
-def describe(event: EventRecord) -> str | None:
+def describe(record: EventRecord) -> str | None:
     """One line for an event of the durable stream (None for those not worth a line)."""
-    data = event.data
-    formats: dict[str, Callable[[], str]] = {
-        "run_start": lambda: f"run {data['run']} started: {data.get('input')!r}",
-        "step_start": lambda: f"-- step {data['step']}",
-        "text": lambda: f"   model: {data['content']}",
-        "tool_call": lambda: f"   call   {data['tool_name']}({json.dumps(data['input'])})",
-        "tool_result": lambda: f"   result {data['tool_name']}: {data['content']}",
-        "state_patch": lambda: f"   state  {json.dumps(data['patches'])}",
-        "finish": lambda: f"finished: {json.dumps(data['output'], indent=2)}",
-        "error": lambda: f"failed: {data['error']}",
-    }
-    make = formats.get(event.type)
-    return make() if make else None
+    event = record.event
+    if isinstance(event, RunStartEvent):
+        return f"run {event.run} started: {event.input!r}"
+    if isinstance(event, StepStartEvent):
+        return f"-- step {event.step}"
+    if isinstance(event, TextEvent):
+        return f"   model: {event.content}"
+    if isinstance(event, ToolCallEvent):
+        return f"   call   {event.tool_name}({json.dumps(event.input)})"
+    if isinstance(event, ToolResultEvent):
+        return f"   result {event.tool_name}: {event.content}"
+    if isinstance(event, StatePatchEvent):
+        return f"   state  {json.dumps(event.patches)}"
+    if isinstance(event, FinishEvent):
+        return f"finished: {json.dumps(event.output, indent=2)}"
+    if isinstance(event, ErrorEvent):
+        return f"failed: {event.error}"
+    return None

@@ -1,7 +1,23 @@
-"""Exceptions that helix-dbos raises to its callers.
+"""Every exception helix-dbos raises to its callers, in one tree under :class:`HelixError`.
 
-Every error a user can cause has its own class and a message that says what to do,
-so the CLI can print one clear line instead of a traceback.
+Every error a user can cause has its own class and a message that says what to do, so
+the CLI prints one clear line instead of a traceback::
+
+    HelixError
+    ├── DatabaseError               the database cannot be resolved, reached or migrated
+    │   └── SchemaOutdatedError     the helix schema is older than this library: run `helix-dbos migrate`
+    ├── ConfigurationError          DBOS and helix are set up in a way that cannot work
+    ├── AgentDefinitionError        an agent or tool definition is invalid (also a ValueError)
+    ├── ToolInputError              a tool call's arguments do not validate (also a ValueError)
+    ├── AgentNotRegisteredError     a run names an agent this process never registered
+    ├── SessionNotFoundError        no session with that id
+    ├── SessionBusyError            the session already has a run in progress
+    ├── ToolCallNotPendingError     the call is unknown, answered, timed out or of another kind
+    ├── InvalidToolResultError      a client result does not match the tool's output schema
+    └── WorkflowContextError        called where DBOS cannot record it (inside a step)
+
+The state layer's ``StateError`` and the LLM layer's ``LLMError`` are HelixErrors too.
+This module imports nothing from helix_dbos, so every layer may raise these.
 """
 
 from __future__ import annotations
@@ -15,6 +31,35 @@ class DatabaseError(HelixError):
     """The database could not be resolved, started, reached or migrated."""
 
 
+class SchemaOutdatedError(DatabaseError):
+    """The database's helix schema is missing or older than this library expects."""
+
+
+class ConfigurationError(HelixError):
+    """DBOS and helix are configured in a way that cannot work (say which, and how to fix it)."""
+
+
+class AgentDefinitionError(HelixError, ValueError):
+    """An agent or tool definition is invalid; raised when it is defined, never mid-run."""
+
+
+class ToolInputError(HelixError, ValueError):
+    """A tool call's arguments do not validate against the tool's input schema.
+
+    The message lists every problem with its field path; the runtime sends it back as the
+    tool's error result, so the model can fix its call. ``validation_error`` is pydantic's.
+    """
+
+    def __init__(self, message: str, tool_name: str, validation_error: Exception) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.validation_error = validation_error
+
+
+class AgentNotRegisteredError(HelixError):
+    """A workflow referred to an agent name this process never registered."""
+
+
 class SessionNotFoundError(HelixError):
     """No session with that id exists."""
 
@@ -24,8 +69,12 @@ class SessionBusyError(HelixError):
 
 
 class ToolCallNotPendingError(HelixError):
-    """The tool call id is unknown, already answered, or of another kind."""
+    """The tool call id is unknown, already answered, timed out, or of another kind."""
 
 
-class AgentNotRegisteredError(HelixError):
-    """A workflow referred to an agent name this process never registered."""
+class InvalidToolResultError(HelixError):
+    """A client tool's result does not match the tool's output schema."""
+
+
+class WorkflowContextError(HelixError):
+    """Called from a DBOS step, where starting or awaiting a durable run cannot be recorded."""

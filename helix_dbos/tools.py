@@ -39,6 +39,7 @@ from typing import Any, Literal, NoReturn, Protocol, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from helix_dbos.errors import AgentDefinitionError, HelixError, ToolInputError
 from helix_dbos.orchestration.finish_with import ToolCallOutcome
 from helix_dbos.orchestration.validation import format_validation_error, to_json_value
 from helix_dbos.types import FINISH_TOOL_NAME, ToolSpec
@@ -47,25 +48,6 @@ logger = logging.getLogger("helix_dbos")
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """Valid tool (and agent) names: what every major provider accepts."""
-
-
-class AgentDefinitionError(ValueError):
-    """An agent or tool definition is invalid. Raised at definition time, never mid-run."""
-
-
-class ToolInputError(ValueError):
-    """The model's arguments for a tool failed its input schema.
-
-    The message lists every pydantic error; the runtime sends it to the model as the
-    tool's error result, so the model can fix its call.
-    """
-
-    def __init__(self, tool_name: str, error: ValidationError) -> None:
-        super().__init__(
-            f"Invalid arguments for tool '{tool_name}':\n{format_validation_error(error)}"
-        )
-        self.tool_name = tool_name
-        self.validation_error = error
 
 
 # --- contexts -----------------------------------------------------------------------
@@ -77,6 +59,23 @@ class StateTrackerLike(Protocol):
     def get_state(self) -> Any: ...
 
     def update(self, fn: Callable[[Any], Any]) -> Any: ...
+
+
+class ReadOnlyState:
+    """The state as hooks outside a tool step see it: ``update_state`` raises instead of
+    changing a copy that nobody keeps."""
+
+    def __init__(self, state: Any) -> None:
+        self._state = state
+
+    def get_state(self) -> Any:
+        return self._state
+
+    def update(self, fn: Callable[[Any], Any]) -> Any:
+        raise HelixError(
+            "this context's state is read-only: change the state from a tool (ctx.update_state in execute),"
+            " where the change is checkpointed with the tool's step"
+        )
 
 
 EmitFn = Callable[[str, Any], None]
@@ -230,7 +229,9 @@ class Tool:
         try:
             return self.input_schema.model_validate({} if arguments is None else arguments)
         except ValidationError as error:
-            raise ToolInputError(self.name, error) from error
+            raise ToolInputError(
+                f"Invalid arguments for tool '{self.name}':\n{format_validation_error(error)}", self.name, error
+            ) from error
 
     def needs_approval(self, input: Any, ctx: ToolContext) -> bool:
         """Whether this call waits for a human decision. Fails closed: a predicate that

@@ -13,6 +13,7 @@ Field names are snake_case; the seed documents' camelCase names map one to one
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -199,6 +200,34 @@ class ToolSpec(_Model):
 
 # --- results of a run ------------------------------------------------------------------
 
+class SessionStatus(str, Enum):
+    """A session's (and a run's) status. A session with an ACTIVE status has a run in
+    progress: executing, due to be recovered, or waiting for a person or a client."""
+
+    ACTIVE = "active"
+    AWAITING_APPROVAL = "awaiting_approval"
+    AWAITING_CLIENT_TOOL = "awaiting_client_tool"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    ABORTED = "aborted"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __hash__(self) -> int:  # hash as the plain string, so "active" in ACTIVE_STATUSES
+        return str.__hash__(self)
+
+    @property
+    def is_active(self) -> bool:
+        return self in ACTIVE_STATUSES
+
+
+ACTIVE_STATUSES: frozenset[SessionStatus] = frozenset(
+    {SessionStatus.ACTIVE, SessionStatus.AWAITING_APPROVAL, SessionStatus.AWAITING_CLIENT_TOOL}
+)
+"""The statuses of a session with a run in progress; SQL's ``helix.active_statuses()`` is the same set."""
+
 AgentStatus = Literal[
     "active",
     "completed",
@@ -208,7 +237,7 @@ AgentStatus = Literal[
     "awaiting_approval",
     "awaiting_client_tool",
 ]
-"""A session's status. ``active`` means a run is executing (or is due to be recovered)."""
+""":class:`SessionStatus` values as a ``Literal``, for pydantic fields."""
 
 
 class AgentResult(_Model):

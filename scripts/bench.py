@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helix_dbos import DBOSAgentExecutor, ToolContext, define_agent, tool  # noqa: E402
 from helix_dbos.database import libpq_url, render_url, resolve_database_url  # noqa: E402
-from helix_dbos.runtime.launch import dbos_config  # noqa: E402
+from helix_dbos.client.launcher import dbos_config  # noqa: E402
 from helix_dbos.types import Message, ToolCallsStepResult, ToolSpec, Usage  # noqa: E402
 
 
@@ -108,7 +108,7 @@ async def _empty_step() -> None:
 
 
 def floor_workflow_factory(executor: DBOSAgentExecutor) -> Any:
-    empty_tx = executor.datasource.transaction(name="floor_tx", isolation_level="READ COMMITTED")(lambda: None)
+    empty_tx = executor.runtime.datasource.transaction(name="floor_tx", isolation_level="READ COMMITTED")(lambda: None)
 
     @DBOS.workflow(name="bench_floor")
     async def floor(turns: int) -> int:

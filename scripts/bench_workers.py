@@ -46,7 +46,7 @@ def make_app() -> Any:
 
     import bench
     from helix_dbos import DBOSAgentExecutor
-    from helix_dbos.runtime.launch import dbos_config
+    from helix_dbos.client.launcher import dbos_config
 
     url = os.environ[URL_VAR]
     DBOS(config=dbos_config(url, name="helix-bench-workers", notification_listener_polling_interval_sec=0.01, sys_db_pool_size=5))
@@ -72,7 +72,7 @@ def _wait_ready(proc: subprocess.Popen[str]) -> None:
 
 def measure(url: str, workers: int, sessions: int) -> float:
     """Runs per second of ``sessions`` queued runs on ``workers`` fresh worker processes."""
-    from helix_dbos.runtime.queues import RunEnqueuer
+    from helix_dbos.client.queues import RunEnqueuer
     from helix_dbos.store.migrations import migrate
 
     migrate(url)

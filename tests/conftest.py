@@ -173,7 +173,7 @@ def executor(database_url: str) -> Iterator[Any]:
     from dbos import DBOS
 
     from helix_dbos import DBOSAgentExecutor, MockLLMAdapter
-    from helix_dbos.runtime.launch import dbos_config
+    from helix_dbos.client.launcher import dbos_config
 
     DBOS(config=dbos_config(database_url, name="helix-tests", notification_listener_polling_interval_sec=0.01))
     instance = DBOSAgentExecutor(llm=MockLLMAdapter(), database_url=database_url)

@@ -1,4 +1,4 @@
-"""The operator CLI (``helix-dbos pending/approve/.../fork``) and ``helix_dbos.admin``.
+"""The operator CLI (``helix-dbos pending/approve/.../fork``) and ``helix_dbos.client.admin``.
 
 Runs happen in this process's DBOS (the session-scoped ``executor`` fixture); every
 command runs in a NEW process that has only the database URL: no agent is imported and
@@ -15,11 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
 
 from helix_dbos import MockLLMAdapter, ToolContext, define_agent, define_tool
+from helix_dbos.database import libpq_url
+from helix_dbos.store.migrations import load_migrations, migrate
 from helix_dbos.types import AssistantMessage, Message, ToolSpec
 
 HELIX = Path(sys.executable).with_name("helix-dbos")
@@ -156,8 +159,8 @@ def test_the_cli_imports_neither_dbos_nor_litellm_nor_agents_to_start() -> None:
         "import sys, json; from click.testing import CliRunner; from helix_dbos.cli import main;"
         "r = CliRunner().invoke(main, ['--help']); assert r.exit_code == 0, r.output;"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('dbos', 'litellm')"
-        " or m.startswith('helix_dbos.llm') or m in ('helix_dbos.admin', 'helix_dbos.agents',"
-        " 'helix_dbos.runtime.executor', 'helix_dbos.runtime.workflow', 'helix_dbos.runtime.loop'))))"
+        " or m.startswith('helix_dbos.llm') or m in ('helix_dbos.client.admin', 'helix_dbos.agents',"
+        " 'helix_dbos.client.executor', 'helix_dbos.durable.workflow', 'helix_dbos.durable.loop'))))"
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -197,6 +200,24 @@ def test_unknown_sessions_exit_1_with_one_line(url: str) -> None:
 def test_an_unreachable_database_is_one_error_line() -> None:
     proc = run_cli("postgresql://nobody@127.0.0.1:1/none", "sessions", expect=1)
     assert "127.0.0.1" in proc.stderr or "connect" in proc.stderr.lower()
+
+
+def test_only_migrate_changes_the_schema_the_others_say_to_run_it(make_database: Callable[[], str]) -> None:
+    bare = make_database()
+    for args in (["pending"], ["sessions"], ["show", "s1"], ["approve", "s1", "c1"], ["cancel", "s1"]):
+        proc = run_cli(bare, *args, expect=1)
+        assert "has no helix schema: run `helix-dbos migrate --database-url URL` first" in proc.stderr
+    with psycopg.connect(libpq_url(bare)) as conn:
+        assert conn.execute("SELECT to_regnamespace('helix')").fetchone() == (None,)  # no DDL ran
+    assert run_cli(bare, "migrate").stdout.startswith("applied migrations: 1, ")
+    assert run_cli(bare, "pending").stdout == "no pending tool calls\n"
+
+
+def test_a_schema_missing_newer_migrations_says_to_migrate(make_database: Callable[[], str]) -> None:
+    older = make_database()
+    migrate(older, [m for m in load_migrations() if m.version < 3])
+    proc = run_cli(older, "sessions", expect=1)
+    assert "is at version 2, this library needs" in proc.stderr and "helix-dbos migrate" in proc.stderr
 
 
 # --- reading ----------------------------------------------------------------------------------

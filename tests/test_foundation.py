@@ -212,8 +212,19 @@ def test_resolve_database_url_precedence(
     for var, value in env.items():
         monkeypatch.setenv(var, value)
 
-    assert resolve_database_url(flag) == expected
+    assert resolve_database_url(flag, allow_embedded=True) == expected
     assert started == ([Path(".helix") / "pgdata"] if expected == EMBEDDED else [])
+
+
+def test_without_a_url_only_callers_that_allow_it_get_an_embedded_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[Path] = []
+    monkeypatch.setattr(database, "start_embedded", lambda pgdata: started.append(pgdata) or EMBEDDED)
+    for var in DATABASE_ENV_VARS:
+        monkeypatch.delenv(var, raising=False)
+
+    with pytest.raises(DatabaseError, match="no database configured: pass --database-url URL or set HELIX_DATABASE_URL"):
+        resolve_database_url()
+    assert started == []
 
 
 def test_embedded_directory_comes_from_helix_embedded_pgdata(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -223,7 +234,7 @@ def test_embedded_directory_comes_from_helix_embedded_pgdata(monkeypatch: pytest
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HELIX_EMBEDDED_PGDATA", str(tmp_path / "data"))
 
-    assert resolve_database_url() == EMBEDDED
+    assert resolve_database_url(allow_embedded=True) == EMBEDDED
     assert started == [tmp_path / "data"]
 
 
@@ -294,8 +305,7 @@ HIDE_PGSERVER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("command", ["migrate", "demo"])
-def test_cli_without_database_or_embedded_extra(command: str, tmp_path: Path) -> None:
+def test_demo_without_database_or_embedded_extra(tmp_path: Path) -> None:
     hide = tmp_path / "hide"
     hide.mkdir()
     (hide / "sitecustomize.py").write_text(HIDE_PGSERVER)
@@ -306,10 +316,20 @@ def test_cli_without_database_or_embedded_extra(command: str, tmp_path: Path) ->
     assert subprocess.run(probe, cwd=cwd, env=clean_env(), capture_output=True).returncode == 0
     assert subprocess.run(probe, cwd=cwd, env=env, capture_output=True).returncode != 0  # the hiding works
 
-    result = run_cli(command, cwd=cwd, env=env)
+    result = run_cli("demo", cwd=cwd, env=env)
 
     assert_one_error_line(result, "HELIX_DATABASE_URL", "helix-dbos[embedded]")
     assert list(cwd.iterdir()) == []  # no .helix/pgdata left behind
+
+
+@pytest.mark.parametrize(
+    "args", [["migrate"], ["pending"], ["sessions"], ["show", "s1"], ["approve", "s1", "t1"], ["tail", "s1"]]
+)
+def test_only_the_demo_may_start_an_embedded_postgres(args: list[str], tmp_path: Path) -> None:
+    result = run_cli(*args, cwd=tmp_path, env=clean_env())
+
+    assert_one_error_line(result, "no database configured", "--database-url", "HELIX_DATABASE_URL")
+    assert list(tmp_path.iterdir()) == []  # no .helix/pgdata was made
 
 
 # --- the demo on the embedded default -----------------------------------------------------

@@ -23,7 +23,7 @@ import pytest
 
 from helix_dbos.database import libpq_url
 from helix_dbos.errors import SessionBusyError
-from helix_dbos.runtime.queues import QueueSettings, RateLimit, RunEnqueuer
+from helix_dbos.client.queues import QueueSettings, RateLimit, RunEnqueuer
 from helix_dbos.store.migrations import migrate
 
 APP_DIR = Path(__file__).with_name("scaleout")
@@ -266,7 +266,7 @@ def test_execute_with_a_queue_enqueues_and_the_rate_limit_holds(executor):
     from dbos import DBOS
 
     from helix_dbos import MockLLMAdapter, define_agent
-    from helix_dbos.runtime.queues import register_queue
+    from helix_dbos.client.queues import register_queue
     from helix_dbos.types import TextStepResult
 
     name = f"inproc-{uuid.uuid4().hex[:8]}"

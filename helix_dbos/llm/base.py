@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from helix_dbos.errors import HelixError
 from helix_dbos.types import LLMConfig, Message, StepResult, ToolSpec, Usage
 
 
@@ -41,7 +42,7 @@ class LLMAdapter(Protocol):
     ) -> tuple[StepResult, Usage]: ...
 
 
-class LLMError(Exception):
+class LLMError(HelixError):
     """A model call failed.
 
     ``error_type`` names the underlying failure (e.g. litellm's ``RateLimitError``),

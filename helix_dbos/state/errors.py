@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from helix_dbos.errors import HelixError
 from helix_dbos.state.pointer import to_pointer
 
 
-class StateError(Exception):
+class StateError(HelixError):
     """A state change was refused: a non-JSON value, a bad write, a misused draft.
 
     ``path`` is the JSON pointer of the offending location (``""`` when none applies);

@@ -1,4 +1,4 @@
-"""Apply the numbered SQL files of ``schema/`` to the ``helix`` schema, once each.
+"""Apply the numbered SQL files of ``store/sql/`` to the ``helix`` schema, once each.
 
 ``helix.schema_version`` records what ran. Applying twice is a no-op, and two
 processes migrating at once serialize on a Postgres advisory lock::
@@ -16,10 +16,13 @@ from pathlib import Path
 import psycopg
 
 from helix_dbos.database import libpq_url, redact
-from helix_dbos.errors import DatabaseError
+from helix_dbos.errors import DatabaseError, SchemaOutdatedError
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schema"
+SCHEMA_DIR = Path(__file__).resolve().parent / "sql"
 MIGRATION_LOCK_KEY = 7_346_117_201  # any fixed bigint; names the helix migration lock
+DBOS_HOOKS_VERSION = 4
+"""The migration that defines ``helix.install_dbos_hooks()``."""
+HOOK_TRIGGERS = ("helix_follow_status", "helix_refuse_pickled_message", "helix_refuse_pickled_run")
 _FILE_PATTERN = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 
 
@@ -45,18 +48,36 @@ def load_migrations(directory: Path = SCHEMA_DIR) -> list[Migration]:
 
 
 def migrate(database_url: str, migrations: list[Migration] | None = None) -> list[int]:
-    """Apply every migration not yet recorded; return the versions applied now."""
+    """Apply DBOS's system-table migrations, then every helix migration not yet recorded,
+    then (re)install helix's triggers on DBOS's tables; return the helix versions applied now.
+
+    helix's tables live in the DBOS system database, next to DBOS's (see 004_dbos_sync.sql).
+    """
     pending = load_migrations() if migrations is None else migrations
+    _migrate_dbos(database_url)
     try:
         with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
             try:
-                return _apply_pending(conn, pending)
+                applied = _apply_pending(conn, pending)
+                if any(m.version == DBOS_HOOKS_VERSION for m in pending):
+                    conn.execute("SELECT helix.install_dbos_hooks()")
+                return applied
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
     except psycopg.Error as exc:
         first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
         raise DatabaseError(f"migrating {redact(database_url)} failed: {first}") from None
+
+
+def _migrate_dbos(database_url: str) -> None:
+    from dbos import DBOS
+
+    try:
+        DBOS.migrate(database_url)
+    except Exception as exc:
+        first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        raise DatabaseError(f"creating DBOS's system tables in {redact(database_url)} failed: {first}") from None
 
 
 def applied_versions(database_url: str) -> list[int]:
@@ -66,6 +87,42 @@ def applied_versions(database_url: str) -> list[int]:
         if exists is None or exists[0] is None:
             return []
         return [row[0] for row in conn.execute("SELECT version FROM helix.schema_version ORDER BY version")]
+
+
+def check_schema(database_url: str) -> None:
+    """Raise :class:`SchemaOutdatedError` unless every migration of this library has run.
+
+    Only ``helix-dbos migrate`` and the executor (unless told not to) migrate; every
+    other command checks with this and says what to run.
+    """
+    try:
+        applied = set(applied_versions(database_url))
+    except psycopg.Error as exc:
+        first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        raise DatabaseError(f"cannot read the helix schema of {redact(database_url)}: {first}") from None
+    missing = [m.version for m in load_migrations() if m.version not in applied]
+    if not missing:
+        if _installed_hooks(database_url) != set(HOOK_TRIGGERS):
+            raise SchemaOutdatedError(
+                f"helix's triggers on DBOS's tables are missing in {redact(database_url)} (was `dbos reset` run?):"
+                " run `helix-dbos migrate --database-url URL`"
+            )
+        return
+    if not applied:
+        problem = f"{redact(database_url)} has no helix schema"
+    else:
+        problem = f"the helix schema of {redact(database_url)} is at version {max(applied)}, this library needs {max(missing)}"
+    raise SchemaOutdatedError(f"{problem}: run `helix-dbos migrate --database-url URL` first")
+
+
+def _installed_hooks(database_url: str) -> set[str]:
+    with psycopg.connect(libpq_url(database_url)) as conn:
+        rows = conn.execute(
+            "SELECT tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n"
+            " ON n.oid = c.relnamespace WHERE n.nspname = 'dbos' AND tgname = ANY(%s)",
+            (list(HOOK_TRIGGERS),),
+        )
+        return {row[0] for row in rows}
 
 
 def _apply_pending(conn: psycopg.Connection, migrations: list[Migration]) -> list[int]:

@@ -16,10 +16,12 @@ import jsonpatch
 import sqlalchemy as sa
 
 from helix_dbos.store.records import (
+    AnswerRecord,
     EventRecord,
     PendingToolCall,
     RunRecord,
     SessionRecord,
+    TranscriptEntry,
     UsageSummary,
 )
 from helix_dbos.types import Message, MessageAdapter
@@ -131,22 +133,73 @@ def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None)
 
 
 def list_runs(conn: sa.Connection, session_id: str) -> list[RunRecord]:
-    rows = conn.execute(
-        sa.text("SELECT * FROM helix.runs WHERE session_id = :id ORDER BY run"), {"id": session_id}
-    ).mappings()
+    """The session's runs, each with its DBOS workflow's status, executor and version."""
+    if dbos_schema_exists(conn):
+        sql = (
+            "SELECT r.*, w.status AS workflow_status, w.executor_id, w.application_version, w.application_name,"
+            " (SELECT version_name FROM dbos.application_versions v WHERE v.application_name = w.application_name"
+            "   ORDER BY version_timestamp DESC LIMIT 1) AS latest_version"
+            " FROM helix.runs r LEFT JOIN dbos.workflow_status w ON w.workflow_uuid = r.workflow_id"
+            " WHERE r.session_id = :id ORDER BY r.run"
+        )
+    else:
+        sql = "SELECT * FROM helix.runs WHERE session_id = :id ORDER BY run"
+    rows = conn.execute(sa.text(sql), {"id": session_id}).mappings()
     return [RunRecord.model_validate(dict(r)) for r in rows]
+
+
+def workflow_exists(conn: sa.Connection, workflow_id: str) -> bool:
+    """Whether DBOS's system tables in this database know the workflow."""
+    return dbos_schema_exists(conn) and conn.execute(
+        sa.text("SELECT EXISTS (SELECT 1 FROM dbos.workflow_status WHERE workflow_uuid = :w)"), {"w": workflow_id}
+    ).scalar_one()
+
+
+def dbos_schema_exists(conn: sa.Connection) -> bool:
+    """Whether DBOS's system tables are in this database (DBOS was launched on it)."""
+    return conn.execute(sa.text("SELECT to_regclass('dbos.workflow_status') IS NOT NULL")).scalar_one()
+
+
+def transcript(conn: sa.Connection, session_id: str) -> list[TranscriptEntry]:
+    """Every message of the session with its place in the logs."""
+    rows = conn.execute(
+        sa.text("SELECT seq, run, step, message FROM helix.messages WHERE session_id = :id ORDER BY seq"),
+        {"id": session_id},
+    ).mappings()
+    return [TranscriptEntry.model_validate(dict(r)) for r in rows]
+
+
+def answers(conn: sa.Connection, session_id: str) -> list[AnswerRecord]:
+    """The audit rows of the session's answered calls, oldest first."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT session_id, tool_call_id, kind, approved, reason, answered_by, answer, answered_at"
+            " FROM helix.tool_call_answers WHERE session_id = :id ORDER BY answered_at, tool_call_id"
+        ),
+        {"id": session_id},
+    ).mappings()
+    return [AnswerRecord.model_validate(dict(r)) for r in rows]
+
+
+def forked_from(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
+    """``{"session_id", "step"}`` of the session a fork was made from, or None."""
+    data = conn.execute(
+        sa.text("SELECT data FROM helix.events WHERE session_id = :id AND type = 'forked' ORDER BY seq LIMIT 1"),
+        {"id": session_id},
+    ).scalar()
+    return {"session_id": data["source_session_id"], "step": data["from_step"]} if data else None
 
 
 def list_pending(
     conn: sa.Connection, session_id: str | None = None, include_descendants: bool = True
 ) -> list[PendingToolCall]:
-    """Open pending tool calls: all, or of one session (and, by default, its sub-agents)."""
-    if session_id is None:
-        where = "status = 'pending'"
-    elif include_descendants:
-        where = "status = 'pending' AND (session_id = :id OR root_session_id = :id)"
-    else:
-        where = "status = 'pending' AND session_id = :id"
+    """Open pending tool calls (waiting, and before their deadline): all, or of one
+    session (and, by default, its sub-agents)."""
+    where = "status = 'pending' AND (deadline IS NULL OR deadline > now())"
+    if session_id is not None and include_descendants:
+        where += " AND (session_id = :id OR root_session_id = :id)"
+    elif session_id is not None:
+        where += " AND session_id = :id"
     rows = conn.execute(
         sa.text(f"SELECT * FROM helix.pending_tool_calls WHERE {where} ORDER BY requested_at, tool_call_id"),
         {"id": session_id},

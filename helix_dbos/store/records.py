@@ -1,13 +1,15 @@
-"""Rows of the ``helix`` schema as typed records, returned by the read API and the CLI."""
+"""Typed records crossing between Python and SQL: rows of the ``helix`` schema as the
+read API and the CLI return them, and :class:`StepCommit`, what one agent step writes."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from helix_dbos.types import Message
+from helix_dbos.events import Event, parse_event
+from helix_dbos.types import AgentStatus, Message, SessionStatus
 
 
 class RunRecord(BaseModel):
@@ -17,7 +19,7 @@ class RunRecord(BaseModel):
     run: int
     workflow_id: str
     kind: str
-    status: str
+    status: AgentStatus
     start_step: int
     end_step: int | None = None
     start_seq: int
@@ -25,6 +27,27 @@ class RunRecord(BaseModel):
     error: str | None = None
     started_at: datetime
     ended_at: datetime | None = None
+    workflow_status: str | None = None
+    """DBOS's status of the run's workflow (PENDING, ENQUEUED, SUCCESS, CANCELLED, ...)."""
+    executor_id: str | None = None
+    """The DBOS executor that runs (or ran) the workflow."""
+    application_version: str | None = None
+    """The DBOS application version the workflow belongs to; only processes of that
+    version recover it."""
+    application_name: str | None = None
+    """The DBOS application that owns the workflow."""
+    latest_version: str | None = None
+    """The newest version registered by the workflow's application."""
+
+    @property
+    def stranded(self) -> bool:
+        """Waiting to be recovered by a version that is no longer the application's newest
+        (``helix-dbos move`` moves it)."""
+        return (
+            self.workflow_status in ("PENDING", "ENQUEUED")
+            and self.latest_version is not None
+            and self.application_version not in (None, self.latest_version)
+        )
 
 
 class PendingToolCall(BaseModel):
@@ -45,6 +68,34 @@ class PendingToolCall(BaseModel):
     deadline: datetime | None = None
 
 
+class AnswerWindow(BaseModel):
+    """Whether a gated call may take an answer now, read under its row lock by the
+    database's clock (``now``); the same ``now`` becomes the answer's ``answered_at``."""
+
+    status: str
+    deadline: datetime | None = None
+    now: datetime
+    answered: bool
+
+    @property
+    def expired(self) -> bool:
+        """The call's deadline has passed: an answer now is refused."""
+        return self.deadline is not None and self.now >= self.deadline
+
+
+class WaitState(BaseModel):
+    """Where a step's gated calls stand: the ones settled since the last look, and how
+    long the run may wait before the next deadline passes.
+
+    ``answers`` maps a call id to its answer (the message as recorded) or to None when
+    the call timed out; ``wait`` is in seconds by the database's clock, None when every
+    call still waiting has no deadline. A checkpoint of the run, so plain JSON.
+    """
+
+    answers: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
+    wait: float | None = None
+
+
 class EventRecord(BaseModel):
     """One entry of a session's durable stream."""
 
@@ -55,6 +106,33 @@ class EventRecord(BaseModel):
     type: str
     data: Any
     created_at: datetime
+
+    @property
+    def event(self) -> Event:
+        """The typed event."""
+        return parse_event(self.type, self.data)
+
+
+class AnswerRecord(BaseModel):
+    """The audit row of an answered call: who, when, what and why."""
+
+    session_id: str
+    tool_call_id: str
+    kind: str
+    approved: bool | None = None
+    reason: str | None = None
+    answered_by: str | None = None
+    answer: Any = None
+    answered_at: datetime
+
+
+class TranscriptEntry(BaseModel):
+    """One message of a transcript with its place in the logs."""
+
+    seq: int
+    run: int
+    step: int
+    message: dict[str, Any]
 
 
 class UsageSummary(BaseModel):
@@ -77,7 +155,7 @@ class SessionRecord(BaseModel):
 
     id: str
     agent_name: str
-    status: str
+    status: SessionStatus
     step_count: int
     run_count: int
     message_count: int
@@ -94,3 +172,63 @@ class SessionRecord(BaseModel):
     messages: list[Message] = Field(default_factory=list)
     state: dict[str, Any] = Field(default_factory=dict)
     pending: list[PendingToolCall] = Field(default_factory=list)
+
+
+# --- what one agent step commits ---------------------------------------------------------
+
+
+class UsageRow(BaseModel):
+    """One usage row: an LLM call or a tool execution."""
+
+    source: Literal["llm", "tool"]
+    name: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float | None = None
+    ms: float = 0.0
+    success: bool = True
+
+
+class Terminal(BaseModel):
+    """How a run ends, when a step ends it."""
+
+    status: AgentStatus
+    output: Any = None
+    error: str | None = None
+    stop_reason: str | None = None
+
+
+class ResolvedCall(BaseModel):
+    """A gated call that leaves the pending list in this step."""
+
+    tool_call_id: str
+    status: Literal["answered", "timed_out"]
+
+
+class StepCommit(BaseModel):
+    """Everything one agent step writes, in ONE call to ``helix.commit_step`` (store/sql/002).
+
+    The commit is refused, writing nothing, unless the session is active at
+    ``step - 1`` (compare-and-set on ``step_count``).
+    """
+
+    session_id: str
+    run: int
+    step: int
+    messages: list[Message] = Field(default_factory=list)
+    patch: list[dict[str, Any]] | None = None
+    """The step's state change as RFC 6902 operations."""
+    snapshot: dict[str, Any] | None = None
+    """A full copy of the state after the step, every so many steps."""
+    usage: list[UsageRow] = Field(default_factory=list)
+    events: list[Event] = Field(default_factory=list)
+    terminal: Terminal | None = None
+    resolved: list[ResolvedCall] = Field(default_factory=list)
+
+    def to_json_payload(self) -> dict[str, Any]:
+        """The jsonb argument of ``helix.commit_step``."""
+        payload = self.model_dump(mode="json", exclude={"messages", "events"})
+        payload["messages"] = [m.model_dump(mode="json", exclude_none=True) for m in self.messages]
+        payload["events"] = [e.to_row() for e in self.events]
+        return payload

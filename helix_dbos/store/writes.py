@@ -6,15 +6,15 @@ atomically with the checkpoint of the workflow step that made it.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
+from helix_dbos.events import Event
 from helix_dbos.store.engine import to_json
+from helix_dbos.store.records import AnswerWindow, StepCommit, WaitState
 from helix_dbos.types import Message
-
-ACTIVE_STATUSES = ("active", "awaiting_approval", "awaiting_client_tool")
-"""Statuses in which a session has a run in progress."""
 
 
 def lock_session(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
@@ -100,22 +100,25 @@ def insert_run(
     )
 
 
-def append_events(conn: sa.Connection, session_id: str, run: int, step: int, events: list[dict[str, Any]]) -> int:
-    """Append ``[{type, data}]`` to the session's stream; return the last seq."""
+def append_events(conn: sa.Connection, session_id: str, run: int, step: int, events: list[Event]) -> int:
+    """Append events to the session's stream; return the last seq."""
     return int(
         conn.execute(
             sa.text("SELECT helix.append_events(:id, :run, :step, CAST(:e AS jsonb))"),
-            {"id": session_id, "run": run, "step": step, "e": to_json(events)},
+            {"id": session_id, "run": run, "step": step, "e": to_json([e.to_row() for e in events])},
         ).scalar_one()
     )
 
 
-def commit_step(conn: sa.Connection, payload: dict[str, Any]) -> dict[str, Any]:
-    """Commit one agent step with one statement (see ``helix.commit_step`` in schema/002)."""
+def commit_step(conn: sa.Connection, commit: StepCommit) -> bool:
+    """Commit one agent step with one statement (``helix.commit_step`` in store/sql/002).
+
+    Returns True when an interrupt requested by anyone ended the run at this step.
+    """
     result: dict[str, Any] = conn.execute(
-        sa.text("SELECT helix.commit_step(CAST(:p AS jsonb))"), {"p": to_json(payload)}
+        sa.text("SELECT helix.commit_step(CAST(:p AS jsonb))"), {"p": to_json(commit.to_json_payload())}
     ).scalar_one()
-    return result
+    return bool(result["interrupted"])
 
 
 def end_run(
@@ -126,7 +129,7 @@ def end_run(
     status: str,
     error: str | None = None,
     stop_reason: str | None = None,
-    event: dict[str, Any] | None = None,
+    event: Event | None = None,
 ) -> bool:
     """End a run still in progress outside a step commit (abort, a failing loop).
 
@@ -142,7 +145,7 @@ def end_run(
             "status": status,
             "err": error,
             "reason": stop_reason,
-            "ev": to_json(event) if event is not None else None,
+            "ev": to_json(event.to_row()) if event is not None else None,
         },
     ).scalar_one())
 
@@ -152,7 +155,7 @@ def request_interrupt(conn: sa.Connection, session_id: str) -> bool:
     row = conn.execute(
         sa.text(
             "UPDATE helix.sessions SET interrupt_requested = true, updated_at = now()"
-            " WHERE id = :id AND status IN ('active', 'awaiting_approval', 'awaiting_client_tool') RETURNING id"
+            " WHERE id = :id AND status = ANY (helix.active_statuses()) RETURNING id"
         ),
         {"id": session_id},
     ).first()
@@ -184,12 +187,47 @@ def set_status(conn: sa.Connection, session_id: str, status: str) -> None:
     )
 
 
-def record_answer(conn: sa.Connection, session_id: str, tool_call_id: str, kind: str, answer: dict[str, Any]) -> bool:
-    """Insert the audit row of an answer; False when the call was already answered."""
+def lock_call_for_answer(conn: sa.Connection, session_id: str, tool_call_id: str) -> AnswerWindow | None:
+    """Lock the gated call's row, then read whether it may take an answer now (None: no such call).
+
+    The lock orders an answer against :func:`collect_answers`, which times calls out
+    under the same lock: a call is answered in time or timed out, never both. ``now`` is
+    read after the lock is held.
+    """
+    params = {"s": session_id, "t": tool_call_id}
+    locked = conn.execute(
+        sa.text("SELECT 1 FROM helix.pending_tool_calls WHERE session_id = :s AND tool_call_id = :t FOR UPDATE"),
+        params,
+    ).first()
+    if locked is None:
+        return None
     row = conn.execute(
         sa.text(
-            "INSERT INTO helix.tool_call_answers (session_id, tool_call_id, kind, approved, reason, answered_by, answer)"
-            " VALUES (:s, :t, :kind, :approved, :reason, :by, CAST(:answer AS jsonb))"
+            "SELECT pc.status, pc.deadline, statement_timestamp() AS now,"
+            " EXISTS (SELECT 1 FROM helix.tool_call_answers a"
+            "         WHERE a.session_id = pc.session_id AND a.tool_call_id = pc.tool_call_id) AS answered"
+            " FROM helix.pending_tool_calls pc WHERE pc.session_id = :s AND pc.tool_call_id = :t"
+        ),
+        params,
+    ).mappings().one()
+    return AnswerWindow.model_validate(dict(row))
+
+
+def record_answer(
+    conn: sa.Connection,
+    session_id: str,
+    tool_call_id: str,
+    kind: str,
+    answer: dict[str, Any],
+    answered_at: datetime | None = None,
+) -> bool:
+    """Insert the audit row of an answer (``answered_at`` defaults to the transaction's
+    ``now()``); False when the call was already answered."""
+    row = conn.execute(
+        sa.text(
+            "INSERT INTO helix.tool_call_answers"
+            " (session_id, tool_call_id, kind, approved, reason, answered_by, answer, answered_at)"
+            " VALUES (:s, :t, :kind, :approved, :reason, :by, CAST(:answer AS jsonb), COALESCE(:at, now()))"
             " ON CONFLICT (session_id, tool_call_id) DO NOTHING RETURNING 1"
         ),
         {
@@ -200,14 +238,92 @@ def record_answer(conn: sa.Connection, session_id: str, tool_call_id: str, kind:
             "reason": answer.get("reason") or answer.get("error"),
             "by": answer.get("approver"),
             "answer": to_json(answer),
+            "at": answered_at,
         },
     ).first()
     return row is not None
 
 
-def recorded_answer(conn: sa.Connection, session_id: str, tool_call_id: str) -> dict[str, Any]:
-    answer: dict[str, Any] = conn.execute(
-        sa.text("SELECT answer FROM helix.tool_call_answers WHERE session_id = :s AND tool_call_id = :t"),
-        {"s": session_id, "t": tool_call_id},
-    ).scalar_one()
-    return answer
+def collect_answers(conn: sa.Connection, session_id: str, tool_call_ids: list[str]) -> WaitState:
+    """Settle what can be settled of a step's waiting calls, by the database's clock.
+
+    A call answered before its deadline gets its recorded answer; a call whose deadline
+    has passed without one (an answer recorded after it does not count) is marked
+    ``timed_out`` here, so it leaves the pending list and refuses answers at once; the
+    rest keep waiting, and ``wait`` says until the first of their deadlines.
+    """
+    params = {"s": session_id, "ids": list(tool_call_ids)}
+    conn.execute(
+        sa.text(
+            "SELECT 1 FROM helix.pending_tool_calls WHERE session_id = :s AND tool_call_id = ANY(:ids)"
+            " ORDER BY tool_call_id FOR UPDATE"
+        ),
+        params,
+    )
+    rows = conn.execute(
+        sa.text(
+            "SELECT pc.tool_call_id, pc.status, pc.deadline, a.answer, a.answered_at, statement_timestamp() AS now"
+            " FROM helix.pending_tool_calls pc"
+            " LEFT JOIN helix.tool_call_answers a ON a.session_id = pc.session_id AND a.tool_call_id = pc.tool_call_id"
+            " WHERE pc.session_id = :s AND pc.tool_call_id = ANY(:ids)"
+        ),
+        params,
+    ).mappings().all()
+    state = WaitState()
+    timed_out: list[str] = []
+    for row in rows:
+        deadline, now = row["deadline"], row["now"]
+        if row["answered_at"] is not None and (deadline is None or row["answered_at"] < deadline):
+            state.answers[row["tool_call_id"]] = row["answer"]
+        elif row["status"] == "timed_out" or deadline is not None and now >= deadline:
+            state.answers[row["tool_call_id"]] = None
+            timed_out.append(row["tool_call_id"])
+        elif deadline is not None:
+            left = (deadline - now).total_seconds()
+            state.wait = left if state.wait is None else min(state.wait, left)
+    if timed_out:
+        conn.execute(
+            sa.text(
+                "UPDATE helix.pending_tool_calls SET status = 'timed_out'"
+                " WHERE session_id = :s AND tool_call_id = ANY(:ids) AND status = 'pending'"
+            ),
+            {"s": session_id, "ids": timed_out},
+        )
+    return state
+
+
+def fork_session(conn: sa.Connection, source_id: str, new_id: str, from_step: int) -> None:
+    """Copy the source session's transcript, state snapshots and patches up to ``from_step``
+    into a new, interrupted session ``new_id``. Run 0 marks the inherited history."""
+    params = {"src": source_id, "new": new_id, "n": from_step}
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.sessions (id, agent_name, status, step_count, root_session_id, message_count)"
+            " SELECT :new, agent_name, 'interrupted', :n, :new,"
+            "  (SELECT count(*) FROM helix.messages WHERE session_id = :src AND step <= :n)"
+            " FROM helix.sessions WHERE id = :src"
+        ),
+        params,
+    )
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.messages (session_id, seq, run, step, message)"
+            " SELECT :new, row_number() OVER (ORDER BY seq) - 1, 0, step, message"
+            " FROM helix.messages WHERE session_id = :src AND step <= :n"
+        ),
+        params,
+    )
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.state_snapshots (session_id, step, state)"
+            " SELECT :new, step, state FROM helix.state_snapshots WHERE session_id = :src AND step <= :n"
+        ),
+        params,
+    )
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.state_patches (session_id, step, run, patch)"
+            " SELECT :new, step, 0, patch FROM helix.state_patches WHERE session_id = :src AND step <= :n"
+        ),
+        params,
+    )

@@ -1,9 +1,10 @@
 """A worker process for the HITL crash test: one session whose tool needs approval.
 
-    python hitl_worker.py URL SESSION_ID EXECUTOR_ID start|recover LEDGER_FILE
+    python hitl_worker.py URL SESSION_ID EXECUTOR_ID start|recover LEDGER_FILE [APPROVAL_TIMEOUT]
 
-The model calls ``transfer`` (approval required), then answers with text. ``transfer``
-appends a line to LEDGER_FILE each time it really runs, so the test can count runs.
+The model calls ``transfer`` (approval required, within APPROVAL_TIMEOUT seconds when
+given), then answers with text. ``transfer`` appends a line to LEDGER_FILE each time it
+really runs, so the test can count runs.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def respond(messages: list[Message], tools: list[ToolSpec]) -> StepResult:
 agent = define_agent(
     name="hitl-crash-agent", system_prompt="Move money.",
     tools=[define_tool(name="transfer", description="Transfer money.", input_schema=Transfer, execute=transfer,
-                       require_approval=True)],
+                       require_approval=True, approval_timeout=float(sys.argv[6]) if len(sys.argv) > 6 else None)],
 )
 
 

@@ -1,9 +1,10 @@
-"""Crash test for human in the loop: the worker dies while a run waits for approval.
+"""Crash tests for human in the loop: the worker dies while a run waits for approval.
 
 The worker is SIGKILLed while its run waits in DBOS.recv; the approval is submitted while
 no worker runs (from this process, with only the database URL); a new worker with the
 same executor id recovers the run, which completes with the approved tool executed
-exactly once.
+exactly once. With a deadline that passes while no worker runs, the approval is refused
+and the recovered run times the call out: the tool never runs.
 """
 
 from __future__ import annotations
@@ -17,19 +18,20 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from dbos import DBOSClient
+
+import pytest
 
 from helix_dbos.database import libpq_url
-from helix_dbos.runtime.hitl import ApprovalResponse, submit_tool_result
-from helix_dbos.store.engine import create_engine
+from helix_dbos.client import admin
+from helix_dbos.errors import ToolCallNotPendingError
 from helix_dbos.store.migrations import migrate
 
 WORKER = Path(__file__).with_name("hitl_worker.py")
 
 
-def start(url: str, mode: str, ledger: Path) -> subprocess.Popen[str]:
+def start(url: str, mode: str, ledger: Path, *options: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(WORKER), url, "hitl-session", "exec-hitl", mode, str(ledger)],
+        [sys.executable, str(WORKER), url, "hitl-session", "exec-hitl", mode, str(ledger), *options],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
@@ -49,17 +51,7 @@ def wait_for_pending(url: str, proc: subprocess.Popen[str], timeout: float = 60)
 
 
 def approve_without_a_worker(url: str) -> str:
-    client = DBOSClient(system_database_url=url)
-    engine = create_engine(url)
-    try:
-        def send(workflow_id: str, message: Any, topic: str, key: str) -> None:
-            client.send(workflow_id, message, topic, idempotency_key=key)
-
-        answer = ApprovalResponse(tool_call_id="t1", approved=True, approver="ops", reason="checked")
-        return submit_tool_result(engine, send, "hitl-session", answer).status
-    finally:
-        client.destroy()
-        engine.dispose()
+    return admin.approve(url, "hitl-session", "t1", approver="ops", reason="checked").status
 
 
 def test_worker_killed_while_waiting_for_approval_recovers_and_runs_the_tool_once(
@@ -94,3 +86,39 @@ def test_worker_killed_while_waiting_for_approval_recovers_and_runs_the_tool_onc
     assert contents == ['{"transferred":100}']
     assert audit == [("ops", "checked", True)]
     assert pending == [("answered",)]
+
+
+def test_an_approval_after_the_deadline_while_no_worker_runs_is_refused_and_the_tool_never_runs(
+    make_database: Any, tmp_path: Path
+) -> None:
+    url = make_database()
+    migrate(url)
+    ledger = tmp_path / "ledger.txt"
+    first = start(url, "start", ledger, "2")
+    wait_for_pending(url, first)
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        while conn.execute(
+            "SELECT now() <= deadline FROM helix.pending_tool_calls WHERE session_id = 'hitl-session'"
+        ).fetchone() != (False,):
+            time.sleep(0.05)  # the database's clock decides, not this process's
+    with pytest.raises(ToolCallNotPendingError, match="'t1'.*timed out"):
+        approve_without_a_worker(url)
+
+    second = start(url, "recover", ledger, "2")
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err[-3000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["status"] == "completed" and result["output"] == "transfer done"
+    assert ledger.read_text() == "", "a call that timed out must never run"
+    with psycopg.connect(libpq_url(url)) as conn:
+        contents = [r[0] for r in conn.execute(
+            "SELECT message->>'content' FROM helix.messages WHERE session_id = 'hitl-session' AND message->>'role' = 'tool'")]
+        audit = conn.execute("SELECT 1 FROM helix.tool_call_answers WHERE session_id = 'hitl-session'").fetchall()
+        pending = conn.execute(
+            "SELECT status FROM helix.pending_tool_calls WHERE session_id = 'hitl-session'").fetchall()
+    assert contents == ["Tool call t1 timed out waiting for approval"]
+    assert audit == []
+    assert pending == [("timed_out",)]

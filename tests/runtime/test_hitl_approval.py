@@ -202,7 +202,7 @@ def test_an_approval_sent_before_the_run_waits_for_it_is_received(executor: Any)
         cli(executor, "approve", handle.session_id, "g1")
 
         # The message waits in DBOS for a receiver that has not asked yet.
-        assert notifications(executor, handle.workflow_id) == [{"topic": "helix.answer.g1", "consumed": False}]
+        assert notifications(executor, handle.workflow_id) == [{"topic": "helix.answers.step.1", "consumed": False}]
         recvs = rows(
             executor,
             "SELECT function_name FROM dbos.operation_outputs WHERE workflow_uuid = :wf AND function_name = 'DBOS.recv'",
@@ -215,7 +215,7 @@ def test_an_approval_sent_before_the_run_waits_for_it_is_received(executor: Any)
         release.set()
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     assert ledger.ran == [7]
-    assert notifications(executor, handle.workflow_id) == [{"topic": "helix.answer.g1", "consumed": True}]
+    assert notifications(executor, handle.workflow_id) == [{"topic": "helix.answers.step.1", "consumed": True}]
 
 
 def notifications(executor: Any, workflow_id: str) -> list[dict[str, Any]]:
@@ -300,8 +300,8 @@ def test_a_require_approval_function_that_raises_requires_approval(executor: Any
 
 
 def test_two_gated_calls_answered_in_reverse_order_commit_in_call_order_in_one_step(executor: Any) -> None:
-    """The second call's approval arrives while the run still waits on the first (so
-    before its own ``recv``); nothing is committed until both are answered."""
+    """The second call's approval arrives while the first still waits; nothing is
+    committed until both are answered."""
     ledger = Ledger()
     agent = define_agent(name=unique("reverse"), system_prompt="x", tools=[ledger.tool()])
     use_model(executor, calls(refund("g1", 1), refund("g2", 2)), text("done"))

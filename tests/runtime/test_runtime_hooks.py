@@ -210,3 +210,29 @@ def test_raising_hooks_never_break_the_run(executor):
     tool_result = [m for m in session.messages if isinstance(m, ToolResultMessage)][0]
     assert tool_result.is_error is False  # a broken before_tool does not fail the tool
     assert_paired(session.messages)
+
+
+def test_post_commit_hooks_see_the_state_read_only_and_a_write_is_refused_loudly(executor: Any, caplog: Any) -> None:
+    """A hook after the step's commit cannot change the state silently: its write raises,
+    the hook's error is logged, and the committed state stands."""
+    seen: list[Any] = []
+
+    def after_tool(call_: Any, result: Any, ctx: Any) -> None:
+        seen.append(ctx.get_state())
+        ctx.update_state(lambda draft: draft.items.append("from a hook"))
+
+    def add_item(args: Item, ctx: ToolContext) -> dict[str, str]:
+        ctx.update_state(lambda draft: draft.items.append(args.name))
+        return {"added": args.name}
+
+    add = define_tool("add", "Add.", Item, add_item)
+    agent = define_agent(unique("ro-hooks"), system_prompt="x", tools=[add], state_schema=Basket,
+                         hooks=AgentHooks(after_tool=after_tool))
+    use_model(executor, calls(call("a1", "add", {"name": "pear"})), text("done"))
+    with caplog.at_level("ERROR", logger="helix_dbos"):
+        handle, result = run(executor, agent)
+
+    assert result.status == "completed"
+    assert executor.get_session(handle.session_id).state == {"items": ["pear"]}
+    assert seen == [{"items": ["pear"]}]
+    assert any("this context's state is read-only" in r.getMessage() + str(r.exc_info) for r in caplog.records)

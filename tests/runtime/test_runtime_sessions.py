@@ -19,8 +19,8 @@ from helix_dbos import (
     define_agent,
     tool,
 )
-from helix_dbos.runtime import workflow
-from helix_dbos.runtime.requests import RunRequest, run_workflow_id
+from helix_dbos.durable import workflow
+from helix_dbos.durable.requests import RunRequest, run_workflow_id
 from helix_dbos.store.engine import to_json
 from helix_dbos.types import AssistantMessage, ParsedToolCall, ToolResultMessage, UserMessage
 from runtime_testkit import (

@@ -165,7 +165,7 @@ def test_a_reader_in_this_process_follows_a_run_live(executor):
 
 READER_SCRIPT = """
 import json, sys
-from helix_dbos.runtime.streaming import follow_events
+from helix_dbos.client.streams import follow_events
 from helix_dbos.store.engine import create_engine
 
 url, session_id, from_seq = sys.argv[1], sys.argv[2], int(sys.argv[3])

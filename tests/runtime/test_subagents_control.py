@@ -41,7 +41,7 @@ from helix_dbos import (
     create_sub_agent_tool,
     define_tool,
 )
-from helix_dbos.runtime.requests import run_workflow_id
+from helix_dbos.durable.requests import run_workflow_id
 
 
 def workflow_status(session_id: str, run: int = 1) -> str | None:
@@ -65,22 +65,10 @@ def transfer_tool(ledger: list[int]) -> Any:
 
 APPROVE_FROM_ANOTHER_PROCESS = """
 import sys
-from dbos import DBOSClient
-from helix_dbos.runtime.hitl import ApprovalResponse, submit_tool_result
-from helix_dbos.store.engine import create_engine
+from helix_dbos.client import admin
 
 url, session_id, call_id = sys.argv[1:4]
-client = DBOSClient(system_database_url=url)
-engine = create_engine(url)
-try:
-    def send(workflow_id, message, topic, key):
-        client.send(workflow_id, message, topic, idempotency_key=key)
-
-    answer = ApprovalResponse(tool_call_id=call_id, approved=True, approver="ops", reason="looks right")
-    print(submit_tool_result(engine, send, session_id, answer).status)
-finally:
-    client.destroy()
-    engine.dispose()
+print(admin.approve(url, session_id, call_id, approver="ops", reason="looks right").status)
 """
 
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from helix_dbos import DBOSAgentExecutor, MockLLMAdapter, define_agent, tool
 from helix_dbos.database import libpq_url
-from helix_dbos.runtime.launch import dbos_config
+from helix_dbos.client.launcher import dbos_config
 from helix_dbos.types import AssistantMessage, Message, ToolCallsStepResult, ToolSpec
 
 URL = os.environ["HELIX_SCALEOUT_URL"]

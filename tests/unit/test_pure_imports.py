@@ -1,4 +1,5 @@
-"""The pure layers never import DBOS, the database drivers or litellm."""
+"""The layers keep their imports: pure layers never import DBOS, the database drivers or
+litellm; nothing below the façade imports it; the workflow side never imports the client."""
 
 import subprocess
 import sys
@@ -7,7 +8,8 @@ FORBIDDEN = ("dbos", "psycopg", "litellm", "sqlalchemy")
 
 PROBE = f"""
 import sys
-import helix_dbos.orchestration, helix_dbos.agents, helix_dbos.tools
+import helix_dbos.orchestration, helix_dbos.agents, helix_dbos.tools, helix_dbos.state
+import helix_dbos.types, helix_dbos.errors, helix_dbos.events, helix_dbos.answers, helix_dbos.subagents
 loaded = sorted({{name.split(".")[0] for name in sys.modules}} & set({FORBIDDEN!r}))
 print(",".join(loaded))
 """
@@ -31,3 +33,15 @@ def test_probe_detects_an_io_import():
     )
 
     assert completed.stdout.strip() == "sqlalchemy"
+
+
+LAYER_PROBE = """
+import sys, helix_dbos.durable.workflow, helix_dbos.store.writes, helix_dbos.store.reads
+print(",".join(sorted(m for m in sys.modules if m.startswith(("helix_dbos.client", "helix_dbos.cli")))))
+"""
+
+
+def test_the_workflow_side_and_the_store_never_import_the_client_side():
+    completed = subprocess.run([sys.executable, "-c", LAYER_PROBE], capture_output=True, text=True, check=True)
+
+    assert completed.stdout.strip() == ""

@@ -1,7 +1,7 @@
-"""Small, picklable values that cross DBOS boundaries: workflow inputs and step outputs.
+"""Small values that cross DBOS boundaries: workflow inputs and step outputs.
 
-DBOS pickles workflow inputs and step outputs into its system tables; these models keep
-them small and plain. Everything a person reads lives as JSON in the ``helix`` schema.
+They are checkpointed in DBOS's system tables as portable JSON; these models keep them
+small and plain. Everything a person reads lives as JSON in the ``helix`` schema.
 """
 
 from __future__ import annotations
@@ -10,7 +10,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-WORKFLOW_PROTOCOL_VERSION = "1"
+WORKFLOW_NAME = "helix_agent_run"
+"""The registered name of the agent-run workflow (durable/workflow.py)."""
+
+WORKFLOW_PROTOCOL_VERSION = "3"
 """Bumped when the workflow's sequence of DBOS calls changes incompatibly."""
 
 

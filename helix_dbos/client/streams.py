@@ -17,11 +17,9 @@ import psycopg
 import sqlalchemy as sa
 
 from helix_dbos.database import libpq_url
+from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos.store import reads
 from helix_dbos.store.records import EventRecord
-
-RUN_END_EVENTS = frozenset({"finish", "error", "interrupted", "aborted"})
-"""Event types that end a run."""
 
 _SAFETY_WAKEUP_SECONDS = 5.0
 

@@ -32,13 +32,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import click
-
 from helix_dbos.errors import HelixError
-from helix_dbos.runtime.queues import DEFAULT_QUEUE, QueueSettings, RateLimit, register_queue, stored_settings
+from helix_dbos.client.queues import QueueSettings, register_queue, stored_settings
 
 if TYPE_CHECKING:
-    from helix_dbos.runtime.executor import DBOSAgentExecutor
+    from helix_dbos.client.executor import DBOSAgentExecutor
 
 
 def default_executor_id() -> str:
@@ -51,8 +49,7 @@ def load_app(spec: str) -> DBOSAgentExecutor:
 
     Without ``attr``, the executor the module created is used.
     """
-    from helix_dbos.runtime import workflow
-    from helix_dbos.runtime.executor import DBOSAgentExecutor
+    from helix_dbos.client.executor import DBOSAgentExecutor
 
     module_name, _, attr = spec.partition(":")
     if not module_name:
@@ -71,21 +68,13 @@ def load_app(spec: str) -> DBOSAgentExecutor:
         if not isinstance(found, DBOSAgentExecutor) and callable(found):
             found = found()
     else:
-        found = workflow.current_executor()
+        made = [value for value in vars(module).values() if isinstance(value, DBOSAgentExecutor)]
+        if len(made) != 1:
+            raise HelixError(f"app module {module_name!r} has {len(made)} DBOSAgentExecutors; name one: --app {module_name}:NAME")
+        found = made[0]
     if not isinstance(found, DBOSAgentExecutor):
         raise HelixError(f"--app {spec!r} is a {type(found).__name__}, not a DBOSAgentExecutor")
     return found
-
-
-def _dbos_instance() -> Any:
-    from dbos import _dbos
-
-    instance = _dbos._dbos_global_instance
-    if instance is None:
-        raise HelixError("the app module must create DBOS(config=...) (and must not launch it)")
-    if instance._launched:
-        raise HelixError("the app module launched DBOS; leave DBOS.launch() to the worker")
-    return instance
 
 
 @dataclass
@@ -101,22 +90,20 @@ class Worker:
 
     def start(self) -> None:
         from dbos import DBOS
-        from dbos._error import DBOSException
-        from dbos._utils import GlobalParams
+        from dbos import error as dbos_errors
 
+        from helix_dbos.client.launcher import launch_dbos
+
+        # DBOS reads its executor id from $DBOS__VMID when the app module creates DBOS
+        # (an ``executor_id`` in the app's own config wins): set it before the import, so
+        # recovery at launch is this worker's own.
+        os.environ["DBOS__VMID"] = self.executor_id or os.environ.get("DBOS__VMID") or default_executor_id()
         self.executor = load_app(self.app)
-        _dbos_instance()
-        # DBOS read its executor id from the config (or $DBOS__VMID, else "local") when it
-        # was created; set it before launch so recovery at launch is this worker's own.
-        if self.executor_id:
-            GlobalParams.executor_id = self.executor_id
-        elif GlobalParams.executor_id in ("", "local"):
-            GlobalParams.executor_id = default_executor_id()
         try:
             DBOS.listen_queues([self.settings.name])
-        except DBOSException:
+        except dbos_errors.DBOSException:
             pass  # the app chose its queues itself
-        DBOS.launch()
+        launch_dbos()
         self.executor_id = DBOS.executor_id
         stored = stored_settings(self.settings.name)
         if stored is not None:
@@ -128,6 +115,8 @@ class Worker:
         """Hand the PENDING runs of dead executors back to their queues; their workflow ids."""
         from dbos import DBOS
 
+        # DBOS 3.4 has no public call for another executor's recovery (Conductor does it
+        # for you); this one is what DBOS's own launch uses for its executor id.
         recover = getattr(DBOS, "recover_pending_workflows", None) or DBOS._recover_pending_workflows
         return [handle.get_workflow_id() for handle in recover(list(executor_ids))]
 
@@ -155,84 +144,3 @@ def serve(worker: Worker, recover_ids: Sequence[str] = (), echo: Callable[[str],
     finally:
         echo(f"worker {worker.executor_id} stopping")
         worker.stop()
-
-
-# --- click commands (attached to ``helix-dbos`` in cli.py) ------------------------------------
-
-
-def _echo(line: str) -> None:
-    click.echo(line)
-    sys.stdout.flush()  # a supervisor (or a test) reads these lines as they come
-
-
-def _rate(ctx: Any, param: Any, value: str | None) -> RateLimit | None:
-    if value is None:
-        return None
-    try:
-        return RateLimit.parse(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-def _worker_options(func: Any) -> Any:
-    options = [
-        click.option("--app", "app", required=True, help="module:attr of your DBOSAgentExecutor (DBOS not launched)."),
-        click.option("--queue", "queue", default=DEFAULT_QUEUE, show_default=True, help="Queue to work on."),
-        click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Runs at once per worker."),
-        click.option("--global-concurrency", type=click.IntRange(min=1), default=None, help="Runs at once, all workers."),
-        click.option("--rate-limit", callback=_rate, default=None, help="Run starts per period, all workers: N/SECONDS."),
-        click.option("--polling-interval", type=click.FloatRange(min=0.001), default=None, help="Seconds between queue polls."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
-
-
-def _make_worker(app: str, queue: str, executor_id: str | None, **given: Any) -> Worker:
-    overrides = {
-        key: value
-        for key, value in {
-            "worker_concurrency": given.get("concurrency"),
-            "global_concurrency": given.get("global_concurrency"),
-            "rate_limit": given.get("rate_limit"),
-            "polling_interval_sec": given.get("polling_interval"),
-        }.items()
-        if value is not None
-    }
-    try:
-        settings = QueueSettings(name=queue, **overrides)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    return Worker(app=app, settings=settings, executor_id=executor_id, overrides=overrides)
-
-
-@click.command("worker")
-@_worker_options
-@click.option("--executor-id", "executor_id", default=None, help="This worker's DBOS executor id (default: hostname-pid).")
-def worker_command(app: str, queue: str, executor_id: str | None, **given: Any) -> None:
-    """Run agent sessions from a queue until SIGTERM/SIGINT."""
-    try:
-        serve(_make_worker(app, queue, executor_id, **given), echo=_echo)
-    except HelixError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
-
-
-@click.command("recover")
-@_worker_options
-@click.option("--executor", "dead", required=True, multiple=True, help="Executor id of a dead worker (repeatable).")
-@click.option("--executor-id", "executor_id", default=None, help="This process's own executor id (default: hostname-pid).")
-def recover_command(app: str, queue: str, dead: tuple[str, ...], executor_id: str | None, **given: Any) -> None:
-    """Recover the PENDING runs of dead workers, then keep working as a worker.
-
-    The runs go back to their queue and resume from their last checkpoint on whichever
-    worker claims them (this one included). Stop it with SIGTERM like any worker.
-    """
-    try:
-        worker = _make_worker(app, queue, executor_id, **given)
-        if worker.executor_id in dead:
-            raise HelixError("--executor-id must differ from the dead executor's id")
-        serve(worker, recover_ids=dead, echo=_echo)
-    except HelixError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)

@@ -1,8 +1,9 @@
 """The ``helix-dbos`` command: admin shell for agent sessions, migrations and the demo.
 
 Every command takes ``--database-url`` (else ``HELIX_DATABASE_URL``, else
-``DBOS_SYSTEM_DATABASE_URL``, else the embedded Postgres). Errors print one line to
-stderr and exit non-zero; ``--json`` prints machine-readable output.
+``DBOS_SYSTEM_DATABASE_URL``). Only ``demo`` starts an embedded Postgres when none is set,
+and only ``migrate`` changes the schema: the others check it and say what to run. Errors
+print one line to stderr and exit non-zero; ``--json`` prints machine-readable output.
 
 Exit codes: 0 ok, 1 not found / not pending / failed, 2 usage.
 """
@@ -18,7 +19,7 @@ import click
 
 from helix_dbos.database import check_connection, resolve_database_url
 from helix_dbos.errors import HelixError
-from helix_dbos.store.migrations import migrate as apply_migrations
+from helix_dbos.events import compact as _compact
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,16 +48,13 @@ database_url_option = click.option(
     "--database-url",
     envvar="HELIX_DATABASE_URL",
     default=None,
-    help="Postgres URL (default: $HELIX_DATABASE_URL, $DBOS_SYSTEM_DATABASE_URL, else embedded).",
+    help="Postgres URL of the DBOS system database (default: $HELIX_DATABASE_URL, $DBOS_SYSTEM_DATABASE_URL).",
 )
 
 
 def connect_url(database_url: str | None) -> str:
-    """Resolve the URL, check it answers, and make sure the schema is current."""
-    url = resolve_database_url(database_url)
-    check_connection(url)
-    apply_migrations(url)
-    return url
+    """Resolve the URL (never to an embedded server); commands check it when they run."""
+    return resolve_database_url(database_url)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -69,6 +67,8 @@ def main() -> None:
 @helix_errors
 def migrate(database_url: str | None) -> None:
     """Create or upgrade the helix schema (idempotent)."""
+    from helix_dbos.store.migrations import migrate as apply_migrations
+
     url = resolve_database_url(database_url)
     check_connection(url)
     applied = apply_migrations(url)
@@ -87,9 +87,10 @@ def demo(database_url: str | None, model: str | None, question: str) -> None:
     """Run a research agent end to end and print every step."""
     from helix_dbos.demo import describe, research_agent, scripted_research
     from helix_dbos.llm import LiteLLMAdapter, MockLLMAdapter
-    from helix_dbos.runtime.launch import launch_standalone, shutdown
+    from helix_dbos.client.launcher import launch_standalone, shutdown
 
-    url = connect_url(database_url)
+    url = resolve_database_url(database_url, allow_embedded=True)
+    check_connection(url)
     agent = research_agent(model)
     llm = LiteLLMAdapter() if model else MockLLMAdapter(responder=scripted_research)
     executor = launch_standalone(llm, [agent], database_url=url)
@@ -108,7 +109,7 @@ def demo(database_url: str | None, model: str | None, question: str) -> None:
 
 
 # --- operator commands ----------------------------------------------------------------------
-# Thin shells over helix_dbos.admin: no agent is imported and DBOS is not launched, and
+# Thin shells over helix_dbos.client.admin: no agent is imported and DBOS is not launched, and
 # the admin module (with DBOS's client, imported only when a workflow must be reached) is
 # imported when a command runs, so `helix-dbos --help` stays fast.
 
@@ -137,7 +138,7 @@ def operator_errors(func: F) -> F:
 
 
 def _admin() -> Any:
-    from helix_dbos import admin
+    from helix_dbos.client import admin
 
     return admin
 
@@ -152,12 +153,6 @@ def _to_jsonable(value: Any) -> Any:
 
 def _print_json(value: Any, indent: int | None = 2) -> None:
     click.echo(json.dumps(_to_jsonable(value), indent=indent, ensure_ascii=False))
-
-
-def _compact(value: Any, width: int = 60) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _when(value: Any) -> str:
@@ -314,6 +309,12 @@ def _print_session(detail: Any) -> None:
         click.echo(f"parent   {s.parent_session_id} (tool call {s.parent_tool_call_id})")
     if detail.forked_from:
         click.echo(f"forked   from {detail.forked_from['session_id']} at step {detail.forked_from['step']}")
+    for run in detail.runs:
+        if run.stranded:
+            click.echo(
+                f"stranded run {run.run} waits for a worker of version {run.application_version}; the newest is"
+                f" {run.latest_version}: helix-dbos move {s.id} --to-version {run.latest_version}"
+            )
     if s.output is not None:
         click.echo(f"output   {_compact(s.output, 200)}")
     if s.error:
@@ -331,10 +332,10 @@ def _print_session(detail: Any) -> None:
     click.echo("runs")
     if detail.runs:
         _table(
-            ["  RUN", "KIND", "STATUS", "STEPS", "STOP", "STARTED", "ENDED"],
+            ["  RUN", "KIND", "STATUS", "STEPS", "STOP", "STARTED", "ENDED", "WORKFLOW", "EXECUTOR", "VERSION"],
             [
-                [f"  {r.run}", r.kind, r.status, _run_steps(r),
-                 r.stop_reason or "-", _when(r.started_at), _when(r.ended_at)]
+                [f"  {r.run}", r.kind, r.status, _run_steps(r), r.stop_reason or "-", _when(r.started_at),
+                 _when(r.ended_at), r.workflow_status or "-", r.executor_id or "-", r.application_version or "-"]
                 for r in detail.runs
             ],
         )
@@ -420,27 +421,9 @@ def state(database_url: str | None, session_id: str, step: int | None, as_json: 
     _print_json(value, indent=None if as_json else 2)
 
 
-def _describe_event(event: Any) -> str:
-    data = event.data if isinstance(event.data, dict) else {}
-    formats: dict[str, Callable[[], str]] = {
-        "run_start": lambda: f"run {data.get('run')} ({data.get('kind')}) input {_compact(data.get('input'))}",
-        "step_start": lambda: f"step {data.get('step')}",
-        "text": lambda: _compact(data.get("content", ""), 100),
-        "tool_call": lambda: f"{data.get('tool_name')} [{data.get('tool_call_id')}] {_compact(data.get('input'))}",
-        "tool_approval_request": lambda: f"{data.get('tool_name')} [{data.get('tool_call_id')}] {_compact(data.get('input'))}",
-        "tool_start": lambda: f"{data.get('tool_name')} [{data.get('tool_call_id')}] {_compact(data.get('input'))}",
-        "tool_result": lambda: (
-            f"{data.get('tool_name')} [{data.get('tool_call_id')}]{' error' if data.get('is_error') else ''}:"
-            f" {_compact(data.get('content', ''), 80)}"
-        ),
-        "state_patch": lambda: _compact(data.get("patches"), 100),
-        "step_finish": lambda: f"step {data.get('step')}" + (f" ({data['stop_reason']})" if data.get("stop_reason") else ""),
-        "finish": lambda: f"output {_compact(data.get('output'), 100)}",
-        "error": lambda: str(data.get("error")),
-    }
-    make = formats.get(event.type)
-    summary = make() if make else _compact(event.data, 100)
-    return f"{event.seq:>5}  run {event.run}  step {event.step:<3} {event.type:<22} {summary}".rstrip()
+def _describe_event(record: Any) -> str:
+    summary = record.event.summary()
+    return f"{record.seq:>5}  run {record.run}  step {record.step:<3} {record.type:<22} {summary}".rstrip()
 
 
 @main.command()
@@ -498,6 +481,23 @@ def resume(database_url: str | None, session_id: str, as_json: bool) -> None:
 @main.command()
 @database_url_option
 @click.argument("session_id")
+@click.option("--to-version", "version", required=True, help="The DBOS application version to move the run to.")
+@click.option("--queue", default="agents", show_default=True, help="The queue the new version's workers listen on.")
+@json_option
+@operator_errors
+def move(database_url: str | None, session_id: str, version: str, queue: str, as_json: bool) -> None:
+    """Move a run stranded on an old application version to VERSION (a new run, from the last committed step)."""
+    done = _admin().move(connect_url(database_url), session_id, version, queue)
+    if as_json:
+        _print_json(done)
+    else:
+        click.echo(f"moved session {session_id} to version {version}: run {done.run} enqueued on {queue!r}"
+                   f" (workflow {done.workflow_id})")
+
+
+@main.command()
+@database_url_option
+@click.argument("session_id")
 @click.option("--from-step", "from_step", required=True, type=click.IntRange(min=0), help="Fork after this step.")
 @json_option
 @operator_errors
@@ -512,7 +512,7 @@ def fork(database_url: str | None, session_id: str, from_step: int, as_json: boo
                    f" executor.resume({created.agent_name!r}, {created.id!r})")
 
 
-from helix_dbos.worker import recover_command, worker_command  # noqa: E402  (scale-out: docs/scaling.md)
+from helix_dbos.cli.worker import recover_command, worker_command  # noqa: E402  (scale-out)
 
 main.add_command(worker_command)
 main.add_command(recover_command)

@@ -24,22 +24,17 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from helix_dbos.errors import HelixError, SessionBusyError
 
 if TYPE_CHECKING:
     from dbos import Queue
 
 DEFAULT_QUEUE = "agents"
 """The queue name ``helix-dbos worker`` listens on unless told otherwise."""
-
-WORKFLOW_NAME = "helix_agent_run"
-"""The registered name of the agent-run workflow (runtime/workflow.py)."""
 
 _RATE = re.compile(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)\s*s?\s*")
 
@@ -140,22 +135,6 @@ def stored_settings(name: str) -> QueueSettings | None:
     )
 
 
-def enqueue_options(
-    workflow_id: str, session_id: str, queue: str, priority: int | None = None
-) -> dict[str, Any]:
-    """The DBOS enqueue options of a run: deterministic id, one run per session at a time."""
-    options: dict[str, Any] = {
-        "workflow_name": WORKFLOW_NAME,
-        "queue_name": queue,
-        "workflow_id": workflow_id,
-        "workflow_id_reuse_policy": "reject",
-        "deduplication_id": session_id,
-    }
-    if priority is not None:
-        options["priority"] = priority
-    return options
-
-
 @dataclass(frozen=True)
 class EnqueuedRun:
     """A run put on a queue by :class:`RunEnqueuer`."""
@@ -183,15 +162,16 @@ class RunEnqueuer:
         application_name: str | None = None,
         app_version: str | None = None,
     ) -> None:
-        from dbos import DBOSClient
-
+        from helix_dbos.client.workflows import ClientWorkflows
         from helix_dbos.database import resolve_database_url
         from helix_dbos.store.engine import create_engine
+        from helix_dbos.store.migrations import check_schema
 
         self.database_url = resolve_database_url(database_url)
+        check_schema(self.database_url)
         self.queue = queue
         self.app_version = app_version
-        self.client = DBOSClient(system_database_url=self.database_url, application_name=application_name)
+        self.workflows = ClientWorkflows(self.database_url, application_name=application_name)
         self.engine = create_engine(self.database_url, pool_size=2)
 
     def enqueue(
@@ -204,53 +184,36 @@ class RunEnqueuer:
         queue: str | None = None,
     ) -> EnqueuedRun:
         """Enqueue a new run of a session (a new session when ``session_id`` is None)."""
-        from dbos._error import DBOSQueueDeduplicatedError, DBOSWorkflowIDInUseError
+        from dbos import error as dbos_errors
 
-        from helix_dbos.runtime.executor import _input_text
-        from helix_dbos.runtime.requests import RunRequest, run_workflow_id
-        from helix_dbos.store import reads, writes
+        from helix_dbos.client import commands
+        from helix_dbos.durable.requests import run_workflow_id
 
-        session_id = session_id or str(uuid.uuid4())
-        with self.engine.connect() as conn:
-            row = reads.get_session_row(conn, session_id)
-        if row is not None and row.agent_name != agent_name:
-            raise HelixError(f"session {session_id!r} belongs to agent {row.agent_name!r}, not {agent_name!r}")
-        if row is not None and row.status in writes.ACTIVE_STATUSES:
-            raise SessionBusyError(f"session {session_id!r} already has a run in progress (run {row.run_count})")
-        run = (row.run_count if row else 0) + 1
-        request = RunRequest(session_id=session_id, run=run, agent_name=agent_name, input=_input_text(input))
-        workflow_id = run_workflow_id(session_id, run)
-        options = enqueue_options(workflow_id, session_id, queue or self.queue, priority)
-        if self.app_version is not None:
-            options["app_version"] = self.app_version
+        request = commands.plan_run(self.engine, agent_name, input, session_id)
+        workflow_id = run_workflow_id(request.session_id, request.run)
         try:
-            self.client.enqueue(options, request.model_dump(mode="json"))  # type: ignore[arg-type]
-        except (DBOSWorkflowIDInUseError, DBOSQueueDeduplicatedError):
-            raise SessionBusyError(f"session {session_id!r} already has a run queued or in progress") from None
-        return EnqueuedRun(session_id, run, workflow_id)
+            self.workflows.enqueue(request, workflow_id, queue or self.queue, priority, app_version=self.app_version)
+        except (dbos_errors.DBOSWorkflowIDInUseError, dbos_errors.DBOSQueueDeduplicatedError):
+            raise commands.busy(request) from None
+        return EnqueuedRun(request.session_id, request.run, workflow_id)
 
     def status(self, run: EnqueuedRun | str) -> str | None:
         """The DBOS status of the run's workflow (ENQUEUED, PENDING, SUCCESS, ...)."""
-        workflow_id = run if isinstance(run, str) else run.workflow_id
-        status = self.client.retrieve_workflow(workflow_id).get_status()
-        return status.status if status else None
+        return self.workflows.status(run if isinstance(run, str) else run.workflow_id)
 
     def result(self, run: EnqueuedRun, timeout: float | None = None, poll_interval: float = 0.1) -> Any:
         """Wait for the run to end; its :class:`AgentResult`."""
-        from helix_dbos.runtime.handle import _DONE
-        from helix_dbos.types import AgentResult
+        from helix_dbos.client.handle import DONE_STATUSES, stored_result
 
         deadline = None if timeout is None else time.monotonic() + timeout
-        while (status := self.status(run)) not in _DONE:
+        while (status := self.status(run)) not in DONE_STATUSES:
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"run {run.run} of session {run.session_id} still {status} after {timeout}s")
             time.sleep(poll_interval)
-        if status == "CANCELLED":
-            return AgentResult(session_id=run.session_id, status="aborted", error="aborted", stop_reason=None)
-        return AgentResult.model_validate(self.client.retrieve_workflow(run.workflow_id).get_result())
+        return stored_result(run.session_id, status, self.workflows.client.retrieve_workflow(run.workflow_id))
 
     def close(self) -> None:
-        self.client.destroy()
+        self.workflows.close()
         self.engine.dispose()
 
     def __enter__(self) -> RunEnqueuer:

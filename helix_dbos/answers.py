@@ -1,0 +1,72 @@
+"""Answers to gated tool calls (human in the loop): the values, and what they mean to a run.
+
+A gated call waits in its run's workflow on ``DBOS.recv`` (topic :func:`answer_topic` of
+its step) until its deadline.
+Anyone with the database URL answers it, from any process::
+
+    executor.submit_tool_result("s1", ApprovalResponse(tool_call_id="t1", approved=True, approver="ana"))
+    # or, with no agents and no DBOS launched:
+    helix_dbos.client.admin.approve(url, "s1", "t1", approver="ana")
+
+How an answer is recorded and delivered is ``helix_dbos.client.commands.answer``. This
+module does no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, model_validator
+
+
+class ApprovalResponse(BaseModel):
+    """A person's decision on an approval-gated tool call."""
+
+    tool_call_id: str
+    approved: bool
+    reason: str | None = None
+    approver: str | None = None
+
+
+class ClientToolResult(BaseModel):
+    """The result (or error) of a client-executed tool call."""
+
+    tool_call_id: str
+    result: Any = None
+    error: str | None = None
+
+    @model_validator(mode="after")
+    def _result_or_error(self) -> ClientToolResult:
+        if self.error is not None and self.result is not None:
+            raise ValueError("give either a result or an error, not both")
+        return self
+
+
+ToolAnswer = ApprovalResponse | ClientToolResult
+
+
+class SubmitOutcome(BaseModel):
+    """``accepted``: this submission is the call's answer; ``already_answered``: a no-op."""
+
+    session_id: str
+    tool_call_id: str
+    status: Literal["accepted", "already_answered"]
+
+
+def answer_topic(step: int) -> str:
+    """The DBOS message topic the gated calls of a run's step ``step`` wait on (all on one
+    topic: a message wakes the run, which then reads the recorded answers)."""
+    return f"helix.answers.step.{step}"
+
+
+def outcome_error(kind: str, tool_call_id: str, message: dict[str, Any] | None) -> str | None:
+    """The error text of an answered (or timed-out) call, or None when it may proceed."""
+    if message is None:
+        waited = "approval" if kind == "approval" else "the client's result"
+        return f"Tool call {tool_call_id} timed out waiting for {waited}"
+    if kind == "approval" and not message.get("approved"):
+        reason = message.get("reason")
+        return f"Tool call {tool_call_id} was not approved by the user" + (f": {reason}" if reason else "")
+    if kind == "client" and message.get("error") is not None:
+        return str(message["error"])
+    return None

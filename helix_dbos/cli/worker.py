@@ -1,0 +1,89 @@
+"""``helix-dbos worker`` and ``helix-dbos recover``: click shells over :mod:`helix_dbos.client.worker`."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from helix_dbos.client.queues import DEFAULT_QUEUE, QueueSettings, RateLimit
+from helix_dbos.client.worker import Worker, serve
+from helix_dbos.errors import HelixError
+
+def _echo(line: str) -> None:
+    click.echo(line)
+    sys.stdout.flush()  # a supervisor (or a test) reads these lines as they come
+
+
+def _rate(ctx: Any, param: Any, value: str | None) -> RateLimit | None:
+    if value is None:
+        return None
+    try:
+        return RateLimit.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _worker_options(func: Any) -> Any:
+    options = [
+        click.option("--app", "app", required=True, help="module:attr of your DBOSAgentExecutor (DBOS not launched)."),
+        click.option("--queue", "queue", default=DEFAULT_QUEUE, show_default=True, help="Queue to work on."),
+        click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Runs at once per worker."),
+        click.option("--global-concurrency", type=click.IntRange(min=1), default=None, help="Runs at once, all workers."),
+        click.option("--rate-limit", callback=_rate, default=None, help="Run starts per period, all workers: N/SECONDS."),
+        click.option("--polling-interval", type=click.FloatRange(min=0.001), default=None, help="Seconds between queue polls."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _make_worker(app: str, queue: str, executor_id: str | None, **given: Any) -> Worker:
+    overrides = {
+        key: value
+        for key, value in {
+            "worker_concurrency": given.get("concurrency"),
+            "global_concurrency": given.get("global_concurrency"),
+            "rate_limit": given.get("rate_limit"),
+            "polling_interval_sec": given.get("polling_interval"),
+        }.items()
+        if value is not None
+    }
+    try:
+        settings = QueueSettings(name=queue, **overrides)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    return Worker(app=app, settings=settings, executor_id=executor_id, overrides=overrides)
+
+
+@click.command("worker")
+@_worker_options
+@click.option("--executor-id", "executor_id", default=None, help="This worker's DBOS executor id (default: hostname-pid).")
+def worker_command(app: str, queue: str, executor_id: str | None, **given: Any) -> None:
+    """Run agent sessions from a queue until SIGTERM/SIGINT."""
+    try:
+        serve(_make_worker(app, queue, executor_id, **given), echo=_echo)
+    except HelixError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+
+
+@click.command("recover")
+@_worker_options
+@click.option("--executor", "dead", required=True, multiple=True, help="Executor id of a dead worker (repeatable).")
+@click.option("--executor-id", "executor_id", default=None, help="This process's own executor id (default: hostname-pid).")
+def recover_command(app: str, queue: str, dead: tuple[str, ...], executor_id: str | None, **given: Any) -> None:
+    """Recover the PENDING runs of dead workers, then keep working as a worker.
+
+    The runs go back to their queue and resume from their last checkpoint on whichever
+    worker claims them (this one included). Stop it with SIGTERM like any worker.
+    """
+    try:
+        worker = _make_worker(app, queue, executor_id, **given)
+        if worker.executor_id in dead:
+            raise HelixError("--executor-id must differ from the dead executor's id")
+        serve(worker, recover_ids=dead, echo=_echo)
+    except HelixError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)

@@ -1,0 +1,255 @@
+"""The operator API: inspect sessions and answer, cancel, resume or fork them from any
+process, with nothing but the database URL.
+
+No agent is imported and DBOS is not launched. Reads go to the ``helix`` schema; what must
+reach a workflow (an answer, a cancel, a resume) goes through a ``DBOSClient`` made for the
+call. Each function is a thin shell over the command of the same name in
+``client/commands.py``, which the executor uses too; the ``helix-dbos`` CLI is a thin shell
+over these::
+
+    from helix_dbos.client import admin
+
+    for call in admin.list_pending(url):
+        print(call.session_id, call.tool_call_id, call.tool_name, call.input)
+    admin.approve(url, "s1", "call_1", approver="ana")
+    admin.deny(url, "s1", "call_2", reason="too expensive")
+    admin.submit(url, "s1", "call_3", result={"city": "Paris"})
+
+Every function raises a :class:`~helix_dbos.errors.HelixError` with a message that says
+what to do: no such session, not pending, an invalid result, a schema that needs
+``helix-dbos migrate``. None of them migrates or starts a database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel, Field
+
+from helix_dbos.answers import ApprovalResponse, ClientToolResult, SubmitOutcome, ToolAnswer
+from helix_dbos.client import commands
+from helix_dbos.client.commands import RunControl
+from helix_dbos.client.queues import DEFAULT_QUEUE
+from helix_dbos.client.streams import follow_events
+from helix_dbos.client.workflows import ClientWorkflows
+from helix_dbos.database import check_connection, validate_url
+from helix_dbos.errors import HelixError, SessionNotFoundError
+from helix_dbos.events import RUN_END_EVENTS
+from helix_dbos.store import reads
+from helix_dbos.store.engine import create_engine
+from helix_dbos.store.migrations import check_schema
+from helix_dbos.store.records import (
+    AnswerRecord,
+    EventRecord,
+    PendingToolCall,
+    RunRecord,
+    SessionRecord,
+    TranscriptEntry,
+    UsageSummary,
+)
+from helix_dbos.types import ACTIVE_STATUSES
+
+__all__ = [
+    "AnswerRecord",
+    "RunControl",
+    "SessionDetail",
+    "approve",
+    "cancel",
+    "deny",
+    "fork",
+    "list_pending",
+    "list_sessions",
+    "move",
+    "resume",
+    "show_session",
+    "state_at",
+    "submit",
+    "tail",
+]
+
+
+class SessionDetail(BaseModel):
+    """Everything an operator looks at for one session (see :func:`show_session`)."""
+
+    session: SessionRecord
+    transcript: list[TranscriptEntry] = Field(default_factory=list)
+    state: dict[str, Any] = Field(default_factory=dict)
+    runs: list[RunRecord] = Field(default_factory=list)
+    """Each run with its DBOS workflow's status, executor id and application version."""
+    pending: list[PendingToolCall] = Field(default_factory=list)
+    answers: list[AnswerRecord] = Field(default_factory=list)
+    usage: UsageSummary = Field(default_factory=UsageSummary)
+    children: list[SessionRecord] = Field(default_factory=list)
+    """Every sub-agent session below this one, depth first (``parent_session_id`` links them)."""
+    forked_from: dict[str, Any] | None = None
+    """``{"session_id", "step"}`` when the session was made by :func:`fork`."""
+
+
+# --- reading ----------------------------------------------------------------------------
+
+
+def list_sessions(url: str, limit: int = 50, status: str | None = None) -> list[SessionRecord]:
+    """Sessions, most recently updated first (rows only: no transcript or state)."""
+    with _engine(url) as engine, engine.connect() as conn:
+        return reads.list_sessions(conn, limit=limit, status=status)
+
+
+def show_session(url: str, session_id: str) -> SessionDetail:
+    """The session with its transcript, state, runs, pending calls (its sub-sessions'
+    too), answers, usage and child sessions."""
+    with _engine(url) as engine, engine.connect() as conn:
+        return SessionDetail(
+            session=_require_session(conn, session_id),
+            transcript=reads.transcript(conn, session_id),
+            state=reads.load_state(conn, session_id),
+            runs=reads.list_runs(conn, session_id),
+            pending=reads.list_pending(conn, session_id),
+            answers=reads.answers(conn, session_id),
+            usage=reads.usage_summary(conn, session_id),
+            children=reads.list_descendant_sessions(conn, session_id),
+            forked_from=reads.forked_from(conn, session_id),
+        )
+
+
+def state_at(url: str, session_id: str, step: int | None = None) -> dict[str, Any]:
+    """The custom state after step ``step`` (default: the latest), rebuilt from the patch log."""
+    with _engine(url) as engine, engine.connect() as conn:
+        row = _require_session(conn, session_id)
+        if step is not None and not 0 <= step <= row.step_count:
+            raise HelixError(f"session {row.id!r} has steps 0 to {row.step_count}; there is no step {step}")
+        return reads.load_state(conn, session_id, step)
+
+
+def list_pending(url: str, session_id: str | None = None) -> list[PendingToolCall]:
+    """Calls waiting for an answer: all of them, or one session's (a root session's list
+    includes the calls of its sub-sessions)."""
+    with _engine(url) as engine, engine.connect() as conn:
+        if session_id is not None:
+            _require_session(conn, session_id)
+        return reads.list_pending(conn, session_id)
+
+
+def tail(url: str, session_id: str, from_seq: int = 0, follow: bool = True) -> Iterator[EventRecord]:
+    """Yield the session's durable events from ``from_seq`` on.
+
+    Without ``follow``, only the events already written. With it, events are yielded as
+    they are written until the session has no run in progress (at once, after the events
+    already written, for a session that is not running).
+    """
+    with _engine(url) as engine, engine.connect() as conn:
+        _require_session(conn, session_id)  # raise now, not at the first next()
+    return _tail(url, session_id, from_seq, follow)
+
+
+def _tail(url: str, session_id: str, from_seq: int, follow: bool) -> Iterator[EventRecord]:
+    with _engine(url) as engine:
+        follow = follow and _running(engine, session_id)
+        for event in follow_events(url, session_id, from_seq, engine=engine, follow=follow, until_run_end=False):
+            yield event
+            # A run's end event commits with the run's final status, so the status read
+            # now is at least that new; a resumed or newer run keeps the tail going.
+            if follow and event.type in RUN_END_EVENTS and not _running(engine, session_id):
+                return
+
+
+# --- answering ------------------------------------------------------------------------
+
+
+def approve(
+    url: str, session_id: str, tool_call_id: str, reason: str | None = None, approver: str | None = None
+) -> SubmitOutcome:
+    """Approve a gated call: the tool runs with its original input.
+
+    ``status="already_answered"`` means an earlier answer stands and nothing changed.
+    """
+    return _answer(url, session_id, ApprovalResponse(tool_call_id=tool_call_id, approved=True, reason=reason,
+                                                     approver=approver))
+
+
+def deny(url: str, session_id: str, tool_call_id: str, reason: str, approver: str | None = None) -> SubmitOutcome:
+    """Deny a gated call: the tool never runs; the model reads ``Tool call X was not
+    approved by the user: <reason>`` as its result."""
+    return _answer(url, session_id, ApprovalResponse(tool_call_id=tool_call_id, approved=False, reason=reason,
+                                                     approver=approver))
+
+
+def submit(url: str, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None) -> SubmitOutcome:
+    """Give a client-executed call its result (checked against the tool's output schema)
+    or its error."""
+    return _answer(url, session_id, ClientToolResult(tool_call_id=tool_call_id, result=result, error=error))
+
+
+def _answer(url: str, session_id: str, response: ToolAnswer) -> SubmitOutcome:
+    with _engine(url) as engine, ClientWorkflows(url) as workflows:
+        return commands.answer(engine, workflows, session_id, response)
+
+
+# --- controlling runs -----------------------------------------------------------------
+
+
+def cancel(url: str, session_id: str, reason: str = "cancelled by an operator") -> RunControl:
+    """Cancel the workflow of the session's run in progress (and its sub-agents'); the run
+    ends ``aborted`` and its pending calls are cancelled with it. :func:`resume` restarts
+    the workflow where it stopped; a worker's ``executor.resume`` starts a new run instead.
+    """
+    with _engine(url) as engine, ClientWorkflows(url) as workflows:
+        return commands.cancel(engine, workflows, session_id, reason)
+
+
+def resume(url: str, session_id: str) -> RunControl:
+    """Restart the workflow of the session's latest run where it stopped, when DBOS
+    cancelled it (``cancel``, ``executor.abort``, ``dbos workflow cancel``) or it ended in
+    an error.
+
+    The run becomes active again (or waits again for its pending calls) and any process
+    that runs DBOS with the same application version picks the workflow up. An
+    interrupted, failed or forked session needs a new run instead, which only a process
+    that registered the agent can start: ``executor.resume(agent, session_id)``.
+    """
+    with _engine(url) as engine, ClientWorkflows(url) as workflows:
+        return commands.resume_workflow(engine, workflows, session_id)
+
+
+def move(url: str, session_id: str, version: str, queue: str = DEFAULT_QUEUE) -> RunControl:
+    """Move a run stranded on an old application version to ``version`` (see
+    :func:`helix_dbos.client.commands.move_to_version`)."""
+    with _engine(url) as engine, ClientWorkflows(url) as workflows:
+        return commands.move_to_version(engine, workflows, session_id, version, queue)
+
+
+def fork(url: str, session_id: str, from_step: int, new_session_id: str | None = None) -> SessionRecord:
+    """A new, interrupted session with ``session_id``'s transcript and state after step
+    ``from_step`` (see :func:`helix_dbos.client.commands.fork`)."""
+    with _engine(url) as engine:
+        return commands.fork(engine, session_id, from_step, new_session_id)
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+@contextmanager
+def _engine(url: str) -> Iterator[sa.Engine]:
+    """An engine on ``url``, after checking that it answers and has the current schema."""
+    url = validate_url(url)
+    check_connection(url)
+    check_schema(url)
+    engine = create_engine(url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def _require_session(conn: sa.Connection, session_id: str) -> SessionRecord:
+    row = reads.get_session_row(conn, session_id)
+    if row is None:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    return row
+
+
+def _running(engine: sa.Engine, session_id: str) -> bool:
+    with engine.connect() as conn:
+        return _require_session(conn, session_id).status in ACTIVE_STATUSES

@@ -1,0 +1,315 @@
+"""Operator commands, one implementation each, shared by the executor, the URL-only admin
+API, the CLI and :class:`RunEnqueuer`: plan a run, answer a call, interrupt, abort, cancel,
+resume, fork.
+
+Each takes an engine on the helix database and, when it must reach a workflow, a
+:class:`~helix_dbos.client.workflows.Workflows` (this process's DBOS, or a DBOSClient)::
+
+    request = plan_run(engine, "researcher", "What is DBOS?")
+    outcome = answer(engine, LocalWorkflows(), "s1", ApprovalResponse(tool_call_id="t1", approved=True))
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any, Literal
+
+import jsonschema
+import sqlalchemy as sa
+from pydantic import BaseModel
+
+from helix_dbos.answers import ApprovalResponse, ClientToolResult, SubmitOutcome, ToolAnswer, answer_topic
+from helix_dbos.client.workflows import ClientWorkflows, Workflows
+from helix_dbos.durable.requests import RunRequest, run_workflow_id
+from helix_dbos.errors import (
+    HelixError,
+    InvalidToolResultError,
+    SessionBusyError,
+    SessionNotFoundError,
+    ToolCallNotPendingError,
+)
+from helix_dbos.events import AbortedEvent, ForkedEvent
+from helix_dbos.store import reads, writes
+from helix_dbos.store.records import AnswerWindow, PendingToolCall, SessionRecord
+from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
+
+RESUMABLE_WORKFLOW_STATUSES = ("CANCELLED", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
+"""DBOS workflow statuses that :func:`resume_workflow` restarts where they stopped."""
+
+
+class RunControl(BaseModel):
+    """What :func:`cancel` or :func:`resume_workflow` did to a session's latest run."""
+
+    session_id: str
+    run: int
+    workflow_id: str
+    status: SessionStatus
+    """The session's status afterwards."""
+    changed: bool
+    """False when there was nothing to do (the run had already ended by itself)."""
+
+
+# --- starting runs --------------------------------------------------------------------------
+
+
+def input_text(value: Any) -> str:
+    """The user message of a run: a string, or anything JSON-serializable as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, separators=(",", ":"))
+
+
+def plan_run(
+    engine: sa.Engine,
+    agent_name: str,
+    input: Any = None,
+    session_id: str | None = None,
+    kind: Literal["execute", "resume"] = "execute",
+) -> RunRequest:
+    """The request for the session's next run, or the reason it cannot start now.
+
+    ``execute`` starts a new session (``session_id`` None: a new uuid) or a new turn of
+    one that is not running; ``resume`` continues one that stopped before completing.
+    """
+    if session_id is not None and not session_id.strip():
+        raise HelixError("session_id must not be empty (leave it out to start a new session)")
+    session_id = session_id or str(uuid.uuid4())
+    with engine.connect() as conn:
+        row = reads.get_session_row(conn, session_id)
+    if row is None and kind == "resume":
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    if row is not None:
+        if row.agent_name != agent_name:
+            raise HelixError(f"session {session_id!r} belongs to agent {row.agent_name!r}, not {agent_name!r}")
+        if row.status in ACTIVE_STATUSES:
+            raise SessionBusyError(
+                f"session {session_id!r} already has a run in progress (run {row.run_count}, status {row.status})"
+            )
+        if kind == "resume" and row.status == SessionStatus.COMPLETED:
+            raise HelixError(
+                f"session {session_id!r} is completed; call execute() with a new message to continue it"
+            )
+    run = (row.run_count if row else 0) + 1
+    return RunRequest(
+        session_id=session_id, run=run, agent_name=agent_name, kind=kind,
+        input=input_text(input) if kind == "execute" else None,
+    )
+
+
+def busy(request: RunRequest) -> SessionBusyError:
+    """The error for a run whose workflow id or session was taken by another caller."""
+    return SessionBusyError(
+        f"session {request.session_id!r} already has a run queued or in progress (run {request.run} was just started)"
+    )
+
+
+# --- answering gated calls -------------------------------------------------------------------
+
+
+def answer(engine: sa.Engine, workflows: Workflows, session_id: str, response: ToolAnswer) -> SubmitOutcome:
+    """Validate an answer, record it (first answer wins) and deliver it to the waiting run.
+
+    ``session_id`` is the session that made the call or its root session (a call of a
+    sub-agent may be answered against the root, as seed 004 has it). An answer is taken
+    only before the call's deadline, by the database's clock, read under the call's row
+    lock in the transaction that records it. Raises :class:`SessionNotFoundError`,
+    :class:`ToolCallNotPendingError` (unknown, timed out, cancelled, or waiting for the
+    other kind of answer) or :class:`InvalidToolResultError`; a repeated answer returns
+    ``status="already_answered"`` and changes nothing.
+    """
+    kind = "approval" if isinstance(response, ApprovalResponse) else "client"
+    call_id = response.tool_call_id
+    with engine.connect() as conn:
+        if reads.get_session_row(conn, session_id) is None:
+            raise SessionNotFoundError(f"no session {session_id!r}")
+        pending = reads.get_pending_call(conn, session_id, call_id) or reads.find_pending_under_root(
+            conn, session_id, call_id
+        )
+    unknown = ToolCallNotPendingError(f"session {session_id!r} has no tool call {call_id!r} waiting for an answer")
+    if pending is None:
+        raise unknown
+    session_id = pending.session_id
+    if pending.kind != kind:
+        wanted = "an approval" if pending.kind == "approval" else "a client result"
+        raise ToolCallNotPendingError(f"tool call {call_id!r} ({pending.tool_name}) waits for {wanted}, not this")
+    message = {"kind": kind, **response.model_dump(mode="json")}
+    with engine.begin() as conn:
+        # The deadline check, the audit row and the message that delivers it are one
+        # transaction under the call's row lock: all of them, or none.
+        window = writes.lock_call_for_answer(conn, session_id, call_id)
+        if window is None:
+            raise unknown
+        if window.answered:
+            return SubmitOutcome(session_id=session_id, tool_call_id=call_id, status="already_answered")
+        refusal = _refusal(pending, window)
+        if refusal is not None:
+            raise ToolCallNotPendingError(refusal)
+        if isinstance(response, ClientToolResult):
+            _validate_client_result(response, pending.output_schema)
+        accepted = writes.record_answer(conn, session_id, call_id, kind, message, answered_at=window.now)
+        if accepted:
+            key = f"helix:{session_id}:{call_id}"
+            workflows.send(conn, pending.workflow_id, message, answer_topic(pending.step), key)
+    status: Literal["accepted", "already_answered"] = "accepted" if accepted else "already_answered"
+    return SubmitOutcome(session_id=session_id, tool_call_id=call_id, status=status)
+
+
+def _refusal(pending: PendingToolCall, window: AnswerWindow) -> str | None:
+    """Why the call cannot take an answer now (it timed out, or was cancelled), or None."""
+    if window.status == "pending" and not window.expired:
+        return None
+    if window.status == "cancelled":
+        how = "was cancelled with its run"
+    else:
+        deadline = f" at its deadline {window.deadline.isoformat(timespec='seconds')}" if window.deadline else ""
+        how = f"timed out{deadline}"
+    return f"tool call {pending.tool_call_id!r} ({pending.tool_name}) is no longer waiting for an answer: it {how}"
+
+
+def _validate_client_result(response: ClientToolResult, schema: dict[str, Any] | None) -> None:
+    if response.error is not None or schema is None:
+        return
+    try:
+        jsonschema.validate(response.result, schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "the result"
+        raise InvalidToolResultError(
+            f"client result for tool call {response.tool_call_id!r} does not match the tool's output schema"
+            f" at {where}: {exc.message}"
+        ) from None
+
+
+# --- stopping runs ---------------------------------------------------------------------------
+
+
+def interrupt(engine: sa.Engine, session_id: str) -> bool:
+    """Ask a running session (and its running sub-agents) to stop after the current step."""
+    with engine.begin() as conn:
+        _require_session(conn, session_id)
+        return any([writes.request_interrupt(conn, sid) for sid in reads.active_tree(conn, session_id)])
+
+
+def abort(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str) -> bool:
+    """Cancel the run in progress of ``session_id`` and of its running descendants, parents
+    first, and end each ``aborted``. True when at least one run was ended."""
+    with engine.connect() as conn:
+        _require_session(conn, session_id)
+        running = [row for sid in reads.active_tree(conn, session_id) if (row := reads.get_session_row(conn, sid))]
+    aborted = False
+    for row in running:
+        with engine.begin() as conn:
+            aborted |= writes.end_run(
+                conn, session_id=row.id, run=row.run_count, status="aborted", error=reason,
+                stop_reason="aborted", event=AbortedEvent(reason=reason),
+            )
+        workflows.cancel(run_workflow_id(row.id, row.run_count))
+    return aborted
+
+
+def cancel(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str) -> RunControl:
+    """:func:`abort` for an operator: refuses a session with no run in progress, and reports."""
+    with engine.connect() as conn:
+        row = _require_session(conn, session_id)
+    if row.status not in ACTIVE_STATUSES:
+        raise HelixError(f"session {session_id!r} has no run in progress (status {row.status})")
+    ended = abort(engine, workflows, session_id, reason)
+    with engine.connect() as conn:
+        status = _require_session(conn, session_id).status
+    workflow_id = run_workflow_id(session_id, row.run_count)
+    return RunControl(session_id=session_id, run=row.run_count, workflow_id=workflow_id, status=status, changed=ended)
+
+
+def resume_workflow(engine: sa.Engine, workflows: Workflows, session_id: str) -> RunControl:
+    """Restart the workflow of the session's latest run where it stopped, when DBOS
+    cancelled it or it ended in an error. The run becomes active again (or waits again for
+    its pending calls): DBOS's status change does that, through helix's trigger
+    (store/sql/004), exactly as when ``dbos workflow resume`` does it."""
+    with engine.connect() as conn:
+        row = _require_session(conn, session_id)
+    workflow_id = run_workflow_id(session_id, row.run_count) if row.run_count else None
+    workflow_status = workflows.status(workflow_id) if workflow_id else None
+    if workflow_id is None or workflow_status not in RESUMABLE_WORKFLOW_STATUSES:
+        raise HelixError(_not_resumable(row, workflow_status))
+    workflows.resume(workflow_id)
+    with engine.connect() as conn:
+        status = _require_session(conn, session_id).status
+    return RunControl(session_id=session_id, run=row.run_count, workflow_id=workflow_id, status=status, changed=True)
+
+
+def _not_resumable(row: SessionRecord, workflow_status: str | None) -> str:
+    sid, agent = row.id, row.agent_name
+    if row.status in ACTIVE_STATUSES and workflow_status in ("PENDING", "ENQUEUED", "DELAYED"):
+        return f"session {sid!r} is running (run {row.run_count}, status {row.status}); nothing to resume"
+    if row.status == SessionStatus.COMPLETED:
+        return f"session {sid!r} is completed; continue it with executor.execute({agent!r}, <message>, session_id={sid!r})"
+    if row.status in (SessionStatus.INTERRUPTED, SessionStatus.FAILED, SessionStatus.ABORTED):
+        return (
+            f"session {sid!r} is {row.status}: a new run must be started by a worker that registered agent"
+            f" {agent!r}: executor.resume({agent!r}, {sid!r})"
+        )
+    return (
+        f"session {sid!r} (status {row.status}) has no cancelled or failed workflow to resume"
+        f" (workflow status {workflow_status})"
+    )
+
+
+def move_to_version(
+    engine: sa.Engine, workflows: ClientWorkflows, session_id: str, version: str, queue: str
+) -> RunControl:
+    """Move a run stranded on an application version no process runs any more (a deploy
+    changed it) to ``version``: its workflow is cancelled and a new run of the session
+    (``resume``) is enqueued on ``queue`` for the workers of ``version``. The new run
+    starts from the last committed step; what the stranded run did in its unfinished step
+    (a tool in flight, an answer not yet committed) is done again."""
+    with engine.connect() as conn:
+        row = _require_session(conn, session_id)
+        runs = reads.list_runs(conn, session_id)
+    current = runs[-1] if runs else None
+    if row.status not in ACTIVE_STATUSES or current is None or current.workflow_status not in ("PENDING", "ENQUEUED"):
+        raise HelixError(f"session {session_id!r} has no run waiting to be recovered (status {row.status})")
+    if current.application_version == version:
+        raise HelixError(f"run {current.run} of session {session_id!r} is already on version {version!r}")
+    workflows.cancel(current.workflow_id)  # helix's trigger ends the run, aborted
+    request = plan_run(engine, row.agent_name, session_id=session_id, kind="resume")
+    workflow_id = run_workflow_id(session_id, request.run)
+    workflows.enqueue(request, workflow_id, queue, None, app_version=version, application_name=current.application_name)
+    return RunControl(session_id=session_id, run=request.run, workflow_id=workflow_id, status=SessionStatus.ACTIVE,
+                      changed=True)
+
+
+# --- forking ---------------------------------------------------------------------------------
+
+
+def fork(engine: sa.Engine, session_id: str, from_step: int, new_session_id: str | None = None) -> SessionRecord:
+    """A new session whose transcript and state are those of ``session_id`` after step
+    ``from_step``.
+
+    The fork gets the source's messages of steps ``<= from_step`` (what the source's step
+    ``from_step + 1`` was given, including the input of a run that started there) and its
+    state and patch log up to that step, with the same step numbers, so step budgets and
+    ``state_at`` agree with the source. Usage and events are not copied; its first event,
+    ``forked``, names the source. Its status is ``interrupted``: a worker that registered
+    the agent continues it with ``executor.resume(agent, new_id)``.
+    """
+    new_id = new_session_id or str(uuid.uuid4())
+    with engine.begin() as conn:
+        row = _require_session(conn, session_id)
+        if not 0 <= from_step <= row.step_count:
+            raise HelixError(f"session {session_id!r} has steps 0 to {row.step_count}; cannot fork from step {from_step}")
+        if reads.get_session_row(conn, new_id) is not None:
+            raise HelixError(f"a session {new_id!r} already exists")
+        writes.fork_session(conn, session_id, new_id, from_step)
+        writes.append_events(conn, new_id, 0, from_step, [ForkedEvent(source_session_id=session_id, from_step=from_step)])
+        created = reads.get_session_row(conn, new_id)
+        assert created is not None
+        return created
+
+
+def _require_session(conn: sa.Connection, session_id: str) -> SessionRecord:
+    row = reads.get_session_row(conn, session_id)
+    if row is None:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    return row

@@ -1,0 +1,269 @@
+"""``DBOSAgentExecutor``: run agents as durable DBOS workflows inside your DBOS app.
+
+Create it after ``DBOS(config=...)`` and before ``DBOS.launch()``, so its datasource
+exists and recovered runs find their agents::
+
+    DBOS(config={"name": "my-app", "system_database_url": url, "application_version": "my-app-1"})
+    executor = DBOSAgentExecutor(llm=LiteLLMAdapter(), database_url=url)
+    executor.register(research_agent)
+    DBOS.launch()
+
+    handle = executor.execute(research_agent, "What is DBOS?")
+    print(handle.result().output)
+
+This is a façade: runs are planned and controlled by the operator commands
+(``client/commands.py``) that the admin API and the CLI use too, and run by the workflow
+side (``durable/``), which knows nothing of this class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import Any, Literal
+
+from dbos import DBOS, DBOSPortableJSONSerializer, SetWorkflowID, SQLAlchemyDatasource
+from dbos import error as dbos_errors
+
+from helix_dbos.agents import AgentConfig
+from helix_dbos.answers import SubmitOutcome, ToolAnswer
+from helix_dbos.client import commands
+from helix_dbos.client.commands import input_text
+from helix_dbos.client.handle import AgentHandle
+from helix_dbos.client.streams import follow_events
+from helix_dbos.client.workflows import LocalWorkflows
+from helix_dbos.database import resolve_database_url
+from helix_dbos.durable.requests import RunRequest, run_workflow_id
+from helix_dbos.durable.runtime import AgentRuntime, current_runtime, install_runtime
+from helix_dbos.durable.workflow import agent_run_workflow
+from helix_dbos.errors import HelixError, SessionNotFoundError, WorkflowContextError
+from helix_dbos.llm import LLMAdapter
+from helix_dbos.store import reads
+from helix_dbos.store.migrations import check_schema, migrate
+from helix_dbos.store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord, UsageSummary
+
+
+class DBOSAgentExecutor:
+    """Runs registered agents as ``helix_agent_run`` workflows; one per process.
+
+    ``database_url`` is the DBOS system database: helix's tables live beside DBOS's, so
+    an answer and the message that delivers it reach the same database. With
+    ``run_migrations=False`` the schema is only checked (run ``helix-dbos migrate``).
+    """
+
+    def __init__(
+        self,
+        llm: LLMAdapter,
+        database_url: str | None = None,
+        *,
+        run_migrations: bool = True,
+        default_queue: str | None = None,
+    ) -> None:
+        self.default_queue = default_queue
+        """Queue name ``execute`` enqueues on when it is given none (None: start in-process)."""
+        self.database_url = resolve_database_url(database_url)
+        if run_migrations:
+            migrate(self.database_url)
+        else:
+            check_schema(self.database_url)
+        datasource = SQLAlchemyDatasource.create(
+            self.database_url, engine_kwargs={"pool_pre_ping": True}, serializer=DBOSPortableJSONSerializer()
+        )
+        self.runtime = AgentRuntime(llm, datasource)
+        self.engine = self.runtime.engine
+        self._workflows = LocalWorkflows(self.database_url)
+        install_runtime(self.runtime)
+
+    @property
+    def llm(self) -> LLMAdapter:
+        """The model adapter every run of this process uses (replaceable, e.g. in tests)."""
+        return self.runtime.llm
+
+    @llm.setter
+    def llm(self, adapter: LLMAdapter) -> None:
+        self.runtime.llm = adapter
+
+    # --- agents -------------------------------------------------------------------------
+
+    def register(self, *agents: AgentConfig) -> None:
+        """Make agents runnable by name; register every agent before ``DBOS.launch()``."""
+        self.runtime.register(agents)
+
+    def agent(self, name: str) -> AgentConfig:
+        """The registered agent called ``name``."""
+        return self.runtime.agent(name)
+
+    # --- starting runs -------------------------------------------------------------------
+
+    def execute(
+        self,
+        agent: AgentConfig | str,
+        input: Any,
+        session_id: str | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> AgentHandle:
+        """Start a run: a new session, or a new turn of an existing one that is not running.
+
+        ``input`` is the user message: a string, or anything JSON-serializable.
+        With ``queue`` (or the executor's ``default_queue``) the run is enqueued on that
+        DBOS queue and any worker listening on it runs it (see client/queues.py);
+        ``priority`` orders queued runs (lower runs first).
+
+        Called in your own DBOS workflow, the run is a durable child of it: planning the
+        run is a checkpointed step, the run's workflow a child workflow, and the session
+        id, when you give none, is derived from your workflow's id and that step, so a
+        recovered workflow finds the same run instead of starting another one.
+        ``handle.result()`` there is checkpointed too. Called inside a DBOS step it raises
+        :class:`WorkflowContextError`: DBOS cannot record a run started there.
+        """
+        config = self._registered(agent)
+        if _in_workflow_code():
+            plan = DBOS.run_step({"name": "helix_plan_run"}, _plan_child_run, config.name, input_text(input), session_id)
+            return self._start(RunRequest.model_validate(plan), queue or self.default_queue, priority)
+        request = commands.plan_run(self.engine, config.name, input, session_id)
+        return self._start(request, queue or self.default_queue, priority)
+
+    def resume(self, agent: AgentConfig | str, session_id: str) -> AgentHandle:
+        """Continue an interrupted (or failed, or aborted) session where it stopped
+        (in your own workflow, as a durable child, like :meth:`execute`)."""
+        config = self._registered(agent)
+        if _in_workflow_code():
+            plan = DBOS.run_step({"name": "helix_plan_run"}, _plan_child_run, config.name, None, session_id, "resume")
+            return self._start(RunRequest.model_validate(plan))
+        return self._start(commands.plan_run(self.engine, config.name, session_id=session_id, kind="resume"))
+
+    def handle(self, session_id: str, run: int | None = None) -> AgentHandle:
+        """A handle on run ``run`` (default: the latest) of a session."""
+        row = self._require_session(session_id)
+        if run is None:
+            run = row.run_count
+        elif not 1 <= run <= row.run_count:
+            raise HelixError(f"session {session_id!r} has runs 1 to {row.run_count}; there is no run {run}")
+        return AgentHandle(session_id, run, run_workflow_id(session_id, run))
+
+    def _start(self, request: RunRequest, queue: str | None = None, priority: int | None = None) -> AgentHandle:
+        workflow_id = run_workflow_id(request.session_id, request.run)
+        try:
+            if queue is not None:
+                started = self._workflows.enqueue(request, workflow_id, queue, priority)
+            else:
+                # "reject": a caller that raced another one to this run number must not get
+                # the other caller's run (its own input would be dropped without a word).
+                with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"):
+                    started = DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
+        except (dbos_errors.DBOSWorkflowIDInUseError, dbos_errors.DBOSQueueDeduplicatedError):
+            raise commands.busy(request) from None
+        # A run this process executes: result() waits on its task instead of polling the database.
+        future = getattr(started, "future", None)
+        return AgentHandle(
+            request.session_id, request.run, workflow_id, _future=future if isinstance(future, Future) else None,
+            _workflow=started if DBOS.workflow_id is not None else None,
+        )
+
+    # --- controlling runs from any process ---------------------------------------------------
+
+    def interrupt(self, session_id: str) -> bool:
+        """Ask a running session (and its running sub-agents) to stop after the current
+        step (status ``interrupted``)."""
+        return commands.interrupt(self.engine, session_id)
+
+    def abort(self, session_id: str, reason: str = "aborted") -> bool:
+        """Cancel the session's running workflow, and its sub-agents', now; runs end ``aborted``."""
+        return commands.abort(self.engine, self._workflows, session_id, reason)
+
+    def submit_tool_result(self, session_id: str, answer: ToolAnswer) -> SubmitOutcome:
+        """Answer a pending call: an :class:`ApprovalResponse` or a :class:`ClientToolResult`.
+
+        Raises :class:`SessionNotFoundError`, :class:`ToolCallNotPendingError` (unknown call,
+        a call that timed out or was cancelled with its run, or an answer of the wrong
+        kind) or :class:`InvalidToolResultError`; a repeated answer returns
+        ``status="already_answered"`` and changes nothing.
+        """
+        return commands.answer(self.engine, self._workflows, session_id, answer)
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def get_session(self, session_id: str, at_step: int | None = None) -> SessionRecord:
+        """The session with its transcript, state (optionally as of ``at_step``) and pending calls."""
+        with self.engine.connect() as conn:
+            row = reads.get_session_row(conn, session_id)
+            if row is None:
+                raise SessionNotFoundError(f"no session {session_id!r}")
+            if at_step is not None and not 0 <= at_step <= row.step_count:
+                raise HelixError(f"session {session_id!r} has steps 0 to {row.step_count}; there is no step {at_step}")
+            row.messages = reads.load_messages(conn, session_id)
+            row.state = reads.load_state(conn, session_id, at_step)
+            row.pending = reads.list_pending(conn, session_id, include_descendants=False)
+        return row
+
+    def get_current_run(self, session_id: str) -> RunRecord | None:
+        """The session's latest run (with its DBOS status), or None before its first."""
+        runs = self.list_runs(session_id)
+        return runs[-1] if runs else None
+
+    def list_runs(self, session_id: str) -> list[RunRecord]:
+        """Every run of the session, oldest first, each with its DBOS workflow's status."""
+        self._require_session(session_id)
+        with self.engine.connect() as conn:
+            return reads.list_runs(conn, session_id)
+
+    def list_pending(self, session_id: str | None = None) -> list[PendingToolCall]:
+        """Calls waiting for an answer: all, or one session's (with its sub-agents')."""
+        with self.engine.connect() as conn:
+            return reads.list_pending(conn, session_id)
+
+    def get_usage(self, session_id: str) -> UsageSummary:
+        """The session's usage, summed by source and by tool or model name."""
+        self._require_session(session_id)
+        with self.engine.connect() as conn:
+            return reads.usage_summary(conn, session_id)
+
+    def stream(self, session_id: str, from_seq: int = 0, **options: Any) -> Iterator[EventRecord]:
+        """Yield the session's durable events live (see :func:`follow_events` for options).
+
+        A session whose first run was just started (its row is not written yet) counts
+        as existing: the stream waits for its first events.
+        """
+        if self._session_row(session_id) is None and DBOS.get_workflow_status(run_workflow_id(session_id, 1)) is None:
+            raise SessionNotFoundError(f"no session {session_id!r}")
+        return follow_events(self.database_url, session_id, from_seq, engine=self.engine, **options)
+
+    def _session_row(self, session_id: str) -> SessionRecord | None:
+        with self.engine.connect() as conn:
+            return reads.get_session_row(conn, session_id)
+
+    def _require_session(self, session_id: str) -> SessionRecord:
+        row = self._session_row(session_id)
+        if row is None:
+            raise SessionNotFoundError(f"no session {session_id!r}")
+        return row
+
+    def _registered(self, agent: AgentConfig | str) -> AgentConfig:
+        if isinstance(agent, str):
+            return self.agent(agent)
+        if not self.runtime.is_registered(agent):
+            self.register(agent)
+        return agent
+
+
+def _in_workflow_code() -> bool:
+    """True in DBOS workflow code; raises inside a step, where nothing can be recorded."""
+    if DBOS.workflow_id is None:
+        return False
+    if DBOS.step_id is not None:
+        raise WorkflowContextError(
+            "an agent run cannot be started or awaited inside a DBOS step (DBOS cannot record it there):"
+            " call executor.execute() from workflow code, or from outside DBOS"
+        )
+    return True
+
+
+def _plan_child_run(
+    agent_name: str, input: str | None, session_id: str | None, kind: Literal["execute", "resume"] = "execute"
+) -> dict[str, Any]:
+    """The ``helix_plan_run`` step: plan a run started by a workflow. Without a session id,
+    the new session's id is the parent workflow's id and this step's: the same on replay."""
+    sid = session_id or f"{DBOS.workflow_id}-agent-{DBOS.step_id}"
+    request = commands.plan_run(current_runtime().engine, agent_name, input, sid, kind)
+    return request.model_dump(mode="json")

@@ -1,0 +1,110 @@
+"""DBOS configuration for helix apps, and a one-call launcher for scripts, workers and the demo.
+
+Inside your own DBOS app, build the config with :func:`dbos_config` (or set
+``application_version`` yourself with :func:`application_version`) and create a
+:class:`DBOSAgentExecutor` before ``DBOS.launch()`` (see the README). Standalone, one
+call does it all::
+
+    executor = launch_standalone(MockLLMAdapter(...), agents=[my_agent], name="my-script")
+    print(executor.execute(my_agent, "hi").result().output)
+    shutdown()
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from dbos import DBOS, DBOSPortableJSONSerializer
+
+from helix_dbos.agents import AgentConfig
+from helix_dbos.client.executor import DBOSAgentExecutor
+from helix_dbos.client.queues import QueueSettings, register_queue
+from helix_dbos.database import resolve_database_url
+from helix_dbos.errors import ConfigurationError
+from helix_dbos.durable.requests import WORKFLOW_PROTOCOL_VERSION
+from helix_dbos.llm import LLMAdapter
+
+DEFAULT_APP_NAME = "helix-dbos"
+
+
+def application_version(app_name: str, version: str = "1") -> str:
+    """The DBOS application version of release ``version`` of app ``app_name``.
+
+    DBOS recovers a workflow only in a process of the version that started it, and a
+    version name belongs to one application on a system database. So the name carries
+    the app's name, your own ``version`` (bump it when YOUR workflows change
+    incompatibly) and helix's workflow protocol (which changes only in a helix release
+    that says so)::
+
+        >>> application_version("billing", "3")
+        'billing-3+helix1'
+    """
+    return f"{app_name}-{version}+helix{WORKFLOW_PROTOCOL_VERSION}"
+
+
+def dbos_config(
+    database_url: str, *, name: str = DEFAULT_APP_NAME, version: str = "1", **overrides: Any
+) -> dict[str, Any]:
+    """A DBOS config on ``database_url`` with a stable, app-unique application version and
+    DBOS's portable JSON serializer, so every checkpoint is readable JSON and nothing is
+    ever unpickled (your own workflows and steps then take and return JSON values).
+
+    ``overrides`` are any other DBOS config keys (``executor_id``, ``log_level``, ...).
+    """
+    config: dict[str, Any] = {
+        "name": name,
+        "system_database_url": database_url,
+        "application_version": application_version(name, version),
+        "serializer": DBOSPortableJSONSerializer(),
+        "log_level": "WARNING",
+    }
+    config.update(overrides)
+    return config
+
+
+def launch_standalone(
+    llm: LLMAdapter,
+    agents: Iterable[AgentConfig] = (),
+    *,
+    database_url: str | None = None,
+    queue: QueueSettings | None = None,
+    name: str = DEFAULT_APP_NAME,
+    **dbos_overrides: Any,
+) -> DBOSAgentExecutor:
+    """Configure DBOS on the resolved database, create the executor, register, launch.
+
+    With no URL configured, an embedded Postgres is started (the ``embedded`` extra). With
+    ``queue``, the queue is registered after launch and ``execute`` enqueues on it by
+    default (this process works on it too, with the other workers).
+    """
+    url = resolve_database_url(database_url, allow_embedded=True)
+    DBOS(config=dbos_config(url, name=name, **dbos_overrides))  # type: ignore[arg-type]
+    executor = DBOSAgentExecutor(llm=llm, database_url=url, default_queue=queue.name if queue else None)
+    executor.register(*agents)
+    launch_dbos()
+    if queue is not None:
+        register_queue(queue)
+    return executor
+
+
+def launch_dbos() -> None:
+    """``DBOS.launch()``, with any failure as one :class:`ConfigurationError` line (a
+    version name another application registered, an unreachable database, ...), and
+    not DBOS's own traceback on the log as well."""
+    dbos_log = logging.getLogger("dbos")
+    level = dbos_log.level
+    dbos_log.setLevel(logging.CRITICAL)
+    try:
+        DBOS.launch()
+    except Exception as exc:
+        first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        raise ConfigurationError(f"DBOS could not launch: {first}") from exc
+    finally:
+        dbos_log.setLevel(level)
+
+
+def shutdown() -> None:
+    """Stop DBOS in this process (pending runs stay pending for recovery)."""
+    DBOS.destroy(destroy_registry=False)

@@ -1,0 +1,95 @@
+"""Sub-agent dispatch, as workflow code: each call starts the child agent as a DBOS child
+workflow with its own session, and its result becomes the parent's tool result.
+
+Children start after phase 2, at most ``max_tool_concurrency`` at once, started and awaited
+in call order, so a replay finds every child at the same position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from dbos import DBOS, SetWorkflowID
+
+from helix_dbos.durable.requests import RunRequest, run_workflow_id
+from helix_dbos.durable.runtime import current_runtime
+from helix_dbos.durable.scope import RunScope
+from helix_dbos.events import Event, SubAgentEventEvent, SubAgentFinishEvent, SubAgentStartEvent
+from helix_dbos.orchestration import create_sub_agent_result_message
+from helix_dbos.subagents import SubAgentSpec, child_session_id
+from helix_dbos.types import SUB_AGENT_TOOL_PREFIX, AgentResult, ParsedSubAgentCall, ToolResultMessage
+
+logger = logging.getLogger("helix_dbos")
+
+Started = tuple[ParsedSubAgentCall, RunRequest, Any]
+
+
+async def run_children(scope: RunScope, calls: list[ParsedSubAgentCall], events: list[Event]) -> list[ToolResultMessage]:
+    """Run each call's child to its end; their results, and their events appended to ``events``."""
+    from helix_dbos.durable.workflow import agent_run_workflow  # the workflow runs this module
+
+    results: list[ToolResultMessage] = []
+    dispatched: list[tuple[ParsedSubAgentCall, RunRequest]] = []
+    for call in calls:
+        request, error = child_request(scope, call)
+        if request is None:
+            logger.error("subagent.dispatch_failed session=%s call=%s: %s", scope.session_id, call.id, error)
+            results.append(_sub_agent_error(call, error or "dispatch failed"))
+        else:
+            dispatched.append((call, request))
+    window = max(1, scope.agent.max_tool_concurrency)
+    running: list[Started] = []
+    for call, request in dispatched:
+        if len(running) >= window:
+            results.append(await _finish_child(running.pop(0), events))
+        with SetWorkflowID(run_workflow_id(request.session_id, 1)):
+            handle = await DBOS.start_workflow_async(agent_run_workflow, request.model_dump(mode="json"))
+        events.append(SubAgentStartEvent(tool_call_id=call.id, session_id=request.session_id, agent=request.agent_name))
+        running.append((call, request, handle))
+    for item in running:
+        results.append(await _finish_child(item, events))
+    return results
+
+
+def child_request(scope: RunScope, call: ParsedSubAgentCall) -> tuple[RunRequest | None, str | None]:
+    """The child's run request, or why there is none (an error result for the model)."""
+    tool = scope.agent.get_tool(f"{SUB_AGENT_TOOL_PREFIX}{call.agent_type}")
+    if tool is None or not isinstance(tool.sub_agent, SubAgentSpec):
+        return None, f"Unknown sub-agent: {call.agent_type!r} is not a sub-agent of this agent"
+    if call.parse_error is not None:
+        return None, f"Invalid arguments for sub-agent {call.agent_type}: {call.parse_error}"
+    try:
+        child_input = tool.sub_agent.child_input(tool.parse_input(call.input))
+    except Exception as exc:
+        return None, str(exc)
+    request = RunRequest(
+        session_id=child_session_id(scope.session_id, call.id),
+        run=1,
+        agent_name=tool.sub_agent.agent.name,
+        input=child_input,
+        parent_session_id=scope.session_id,
+        parent_tool_call_id=call.id,
+        root_session_id=scope.root_session_id,
+    )
+    return request, None
+
+
+async def _finish_child(item: Started, events: list[Event]) -> ToolResultMessage:
+    call, request, handle = item
+    try:
+        result = AgentResult.model_validate(await handle.get_result())
+    except Exception as exc:  # the child workflow failed or was cancelled
+        status = "aborted" if "cancel" in str(exc).lower() else "failed"
+        result = AgentResult(session_id=request.session_id, status=status, error=str(exc))
+    child_events = await asyncio.to_thread(current_runtime().session_events, request.session_id)
+    events.extend(SubAgentEventEvent(session_id=request.session_id, event=e) for e in child_events)
+    events.append(SubAgentFinishEvent(tool_call_id=call.id, session_id=request.session_id, status=result.status))
+    if result.status == "completed":
+        return create_sub_agent_result_message(call.id, call.agent_type, result=result.output, success=True)
+    return _sub_agent_error(call, f"Sub-agent {call.agent_type} {result.status}: {result.error or 'no output'}")
+
+
+def _sub_agent_error(call: ParsedSubAgentCall, error: str) -> ToolResultMessage:
+    return create_sub_agent_result_message(call.id, call.agent_type, success=False, error=error)

@@ -1,0 +1,158 @@
+"""The human-in-the-loop wait, as workflow code: gate, suspend, wait on ``DBOS.recv``, settle.
+
+Client-executed tools and calls that need approval are recorded as pending, each with
+ONE absolute deadline taken from the database's clock (``now() + timeout``) in the
+checkpointed suspend transaction. Then the step waits for all of them at once::
+
+    suspend            -> WaitState (nothing settled yet; seconds to the first deadline)
+    loop: DBOS.recv(topic of the step, timeout = wait)  -> woken by an answer, or at a deadline
+          collect_answers (checkpointed transaction)    -> calls answered in time, calls timed out,
+                                                           seconds to the next deadline
+
+Every answer to a call of the step is sent on the step's one topic, so one ``recv`` wakes
+for any of them; ``collect_answers`` then reads the recorded answers (not the message)
+under the calls' row locks and times out, by the database's clock, each call whose
+deadline has passed, whatever its place in the step. An answer recorded after the
+deadline is ignored, whether or not a worker was alive at the deadline.
+
+Why one loop rather than a ``recv`` per call: the sequence of DBOS operations it records
+depends only on checkpointed values (each ``recv``'s result and each collect's output), so
+a replay takes the same path; the waiting time is a duration computed by the database and
+checkpointed, so a worker's clock never decides a deadline. ``DBOS.reserve_step`` covers
+steps only, not ``recv``, so concurrent ``recv`` calls would get their ids in whatever
+order asyncio first runs them.
+
+An approved call then runs as a tool step, the others become results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from dbos import DBOS
+
+from helix_dbos.answers import answer_topic, outcome_error
+from helix_dbos.durable.hooks import fire_hook
+from helix_dbos.durable.requests import ToolOutcome
+from helix_dbos.durable.runtime import current_runtime
+from helix_dbos.durable.scope import RunScope
+from helix_dbos.durable.steps import evaluate_approval
+from helix_dbos.durable.tool_phases import start_parallel
+from helix_dbos.store.records import WaitState
+from helix_dbos.types import ParsedToolCall, SessionStatus
+
+WAIT_FOREVER_SECONDS = 10 * 365 * 24 * 3600.0
+"""The recv timeout while every waiting call is without ``approval_timeout`` / ``client_timeout``."""
+
+Gates = dict[str, str]
+"""``{tool_call_id: "approval" | "client"}`` for the calls of a step that wait."""
+
+
+async def gate(scope: RunScope, step_no: int, calls: list[ParsedToolCall], base: Any) -> Gates:
+    """Which calls wait, and for what: ``client`` tools, and calls that need approval.
+
+    Static gates are decided here; ``require_approval`` callables are user code, so they
+    are evaluated in a DBOS step and their verdicts replay from its checkpoint.
+    """
+    gates: Gates = {}
+    dynamic: list[ParsedToolCall] = []
+    for call in calls:
+        tool = scope.tool(call.name)
+        if tool.is_client:
+            gates[call.id] = "client"
+        elif callable(tool.require_approval):
+            dynamic.append(call)
+        elif tool.require_approval:
+            gates[call.id] = "approval"
+    if dynamic:
+        jobs = [scope.job(step_no, call, base) for call in dynamic]
+        needing: list[str] = await DBOS.run_step_async({"name": "approval_gate"}, evaluate_approval, jobs)
+        gates.update({call_id: "approval" for call_id in needing})
+    return gates
+
+
+def suspension_status(gates: Gates) -> SessionStatus:
+    return SessionStatus.AWAITING_APPROVAL if "approval" in gates.values() else SessionStatus.AWAITING_CLIENT_TOOL
+
+
+async def suspend(
+    scope: RunScope, step_no: int, calls: list[ParsedToolCall], gates: Gates, state: Any
+) -> WaitState:
+    """Record the waiting calls, their deadlines and the waiting status (one checkpointed
+    transaction); tell the hooks. Returns where the calls stand (none settled yet)."""
+    rows = [_pending_row(scope, step_no, call, gates[call.id]) for call in calls]
+    status = suspension_status(gates)
+    req = scope.request
+    waiting = await asyncio.to_thread(current_runtime().suspend, req.session_id, req.run, step_no, status, rows)
+    await fire_hook(
+        scope.agent.hooks, "on_agent_suspended", status.value, [c.id for c in calls], scope.hook_context(step_no, state)
+    )
+    return WaitState.model_validate(waiting)
+
+
+async def wait_for_answers(
+    scope: RunScope, step_no: int, calls: list[ParsedToolCall], waiting: WaitState
+) -> list[dict[str, Any] | None]:
+    """Wait for every call at once, each until its own deadline; their answers in call
+    order (None for a call that timed out)."""
+    settled = dict(waiting.answers)
+    wait = waiting.wait
+    topic = answer_topic(step_no)
+    runtime = current_runtime()
+    while len(settled) < len(calls):
+        await DBOS.recv_async(topic, timeout_seconds=WAIT_FOREVER_SECONDS if wait is None else max(0.0, wait))
+        open_ids = [c.id for c in calls if c.id not in settled]
+        waiting = WaitState.model_validate(await asyncio.to_thread(runtime.collect_answers, scope.session_id, open_ids))
+        settled.update(waiting.answers)
+        wait = waiting.wait
+    return [settled[call.id] for call in calls]
+
+
+async def settle(
+    scope: RunScope,
+    step_no: int,
+    calls: list[ParsedToolCall],
+    gates: Gates,
+    answers: list[dict[str, Any] | None],
+    base: Any,
+) -> list[ToolOutcome]:
+    """Run the approved calls (in parallel, from the pre-step state); turn the rest into results."""
+    approved = [
+        c for c, a in zip(calls, answers) if gates[c.id] == "approval" and outcome_error("approval", c.id, a) is None
+    ]
+    outcomes = list(await start_parallel(scope, step_no, approved, base))
+    for call, answer in zip(calls, answers):
+        if call in approved:
+            continue
+        error = outcome_error(gates[call.id], call.id, answer)
+        result = None if error is not None or answer is None else answer.get("result")
+        outcomes.append(
+            ToolOutcome(
+                tool_call_id=call.id, tool_name=call.name, success=error is None, result=result, error=error,
+                executed=False,
+            )
+        )
+    return outcomes
+
+
+def _timeout(scope: RunScope, call: ParsedToolCall, kind: str) -> float | None:
+    tool = scope.tool(call.name)
+    return tool.client_timeout if kind == "client" else tool.approval_timeout
+
+
+def _pending_row(scope: RunScope, step_no: int, call: ParsedToolCall, kind: str) -> dict[str, Any]:
+    tool = scope.tool(call.name)
+    return {
+        "session_id": scope.session_id,
+        "tool_call_id": call.id,
+        "root_session_id": scope.root_session_id,
+        "workflow_id": scope.workflow_id,
+        "run": scope.request.run,
+        "step": step_no,
+        "tool_name": call.name,
+        "kind": kind,
+        "input": call.arguments,
+        "output_schema": tool.output_schema.model_json_schema() if tool.output_schema else None,
+        "timeout": _timeout(scope, call, kind),
+    }

@@ -1,0 +1,294 @@
+"""One run of an agent as workflow code: deterministic, with every side effect a DBOS step.
+
+Per agent step::
+
+    llm step  ->  plan (pure)  ->  phase 1: regular tools, parallel, one step each
+              ->  phase 2: finishWith tools, in order  ->  sub-agents  ->  ONE commit transaction
+
+The loop keeps the transcript and the state in memory. It reads them once, at the start
+of the run, from the append-only logs as of the run's first step, so a recovered run
+rebuilds exactly what the crashed one had before replaying its checkpointed steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from dbos import DBOS
+
+from helix_dbos.durable import hitl
+from helix_dbos.durable.dispatch import run_children
+from helix_dbos.durable.hooks import fire_hook
+from helix_dbos.durable.requests import RunStart, ToolOutcome
+from helix_dbos.durable.runtime import current_runtime
+from helix_dbos.durable.scope import (
+    RunScope,
+    assistant_events,
+    in_call_order,
+    llm_usage_row,
+    result_message,
+    terminal_events,
+    tool_calls_of,
+    tool_result_events,
+    tool_usage_row,
+    unknown_tool_message,
+)
+from helix_dbos.durable.steps import call_llm, llm_output
+from helix_dbos.durable.tool_phases import classify, run_tool_step, start_parallel
+from helix_dbos.events import Event, StatePatchEvent, StepFinishEvent, StepStartEvent, parse_event
+from helix_dbos.orchestration import (
+    RunawayGuard,
+    StepProcessingPlan,
+    StopInfo,
+    build_messages_for_llm,
+    create_assistant_message,
+    determine_final_status,
+    is_recoverable_error_stop_reason,
+    max_tokens_recovery_message,
+    plan_step_processing,
+    resolve_finish_with,
+    should_continue,
+    synthesize_step_tool_results,
+)
+from helix_dbos.state import StateTracker, apply_step_writes, merge_step_writes, step_writes_to_rfc6902
+from helix_dbos.store.records import ResolvedCall, StepCommit, Terminal, UsageRow
+from helix_dbos.types import (
+    FINISH_TOOL_NAME,
+    AgentResult,
+    Message,
+    StepResult,
+    TextStepResult,
+    ToolResultMessage,
+    Usage,
+)
+
+SNAPSHOT_EVERY_STEPS = 100
+"""A full copy of the state is stored every this many steps; patches cover the rest."""
+
+
+@dataclass
+class StepOutput:
+    """Everything one agent step produced, before it is committed."""
+
+    messages: list[Message] = field(default_factory=list)
+    writes: list[Any] = field(default_factory=list)
+    usage_rows: list[UsageRow] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    outcomes: list[ToolOutcome] = field(default_factory=list)
+    results: list[ToolResultMessage] = field(default_factory=list)
+    resolved: list[ResolvedCall] = field(default_factory=list)
+    terminal: Terminal | None = None
+    extra_messages: list[Message] = field(default_factory=list)
+
+
+class AgentLoop:
+    """Runs one run of a session to its end. Created inside the workflow."""
+
+    def __init__(self, scope: RunScope) -> None:
+        self.scope = scope
+        self.agent = scope.agent
+        self.messages: list[Message] = []
+        self.state: dict[str, Any] = {}
+        self.step_count = 0
+        self.steps: list[StepResult] = []
+        self.usage = Usage()
+        self.last_usage = Usage()
+        self.guard = RunawayGuard()
+
+    async def run(self, start: RunStart) -> AgentResult:
+        self.step_count = start.step_count
+        self.messages, self.state = await asyncio.to_thread(
+            current_runtime().load_run_context, self.scope.session_id, start.message_seq, start.step_count
+        )
+        while True:
+            step_no = self.step_count + 1
+            out = await self._run_step(step_no)
+            interrupted = await self._commit(step_no, out)
+            await self._after_commit(step_no, out)
+            if out.terminal is not None:
+                return self._result(out.terminal)
+            if interrupted:
+                return self._result(Terminal(status="interrupted", stop_reason="interrupted"))
+
+    # --- one step ---------------------------------------------------------------------
+
+    async def _run_step(self, step_no: int) -> StepOutput:
+        step_result, usage = await self._call_llm()
+        self.steps.append(step_result)
+        self.usage = self.usage + usage
+        self.last_usage = usage
+        plan = plan_step_processing(step_result, output_schema=self.agent.output_schema)
+        out = StepOutput()
+        out.usage_rows.append(llm_usage_row(self.agent.llm_config.model, usage, step_result))
+        out.events.append(StepStartEvent(step=step_no))
+        if plan.assistant_message_plan is not None:
+            assistant = create_assistant_message(plan.assistant_message_plan)
+            out.messages.append(assistant)
+            out.events.extend(assistant_events(assistant))
+        await self._run_tools(step_no, plan, out)
+        out.terminal = await self._decide(step_result, plan, out)
+        out.events.append(StepFinishEvent(step=step_no, stop_reason=getattr(step_result, "stop_reason", None),
+                                          usage=usage.model_dump(mode="json")))
+        out.events.extend(terminal_events(out.terminal))
+        return out
+
+    async def _call_llm(self) -> tuple[StepResult, Usage]:
+        messages = build_messages_for_llm(self.messages, self.agent.system_prompt_for, self.state)
+        checkpoint = await DBOS.run_step_async({"name": "llm"}, call_llm, self.agent.name, messages)
+        return llm_output(checkpoint)
+
+    async def _run_tools(self, step_no: int, plan: StepProcessingPlan, out: StepOutput) -> None:
+        scope = self.scope
+        calls = classify(scope, plan.pending_tool_calls)
+        base = StateTracker(self.state).get_state()  # one shared read-only view for every tool
+        gates = await hitl.gate(scope, step_no, calls.regular, base)
+        free = [c for c in calls.regular if c.id not in gates]
+        gated = [c for c in calls.regular if c.id in gates]
+        waiting = await hitl.suspend(scope, step_no, gated, gates, self.state) if gated else None
+        running = start_parallel(scope, step_no, free, base)  # step ids fixed before any wait
+        answers = await hitl.wait_for_answers(scope, step_no, gated, waiting) if waiting is not None else []
+        phase1 = list(await running)
+        if gated:
+            reason = hitl.suspension_status(gates).value
+            await fire_hook(self.agent.hooks, "on_agent_resumed", reason, scope.hook_context(step_no, self.state))
+            phase1 += await hitl.settle(scope, step_no, gated, gates, answers, base)
+            out.resolved = [
+                ResolvedCall(tool_call_id=c.id, status="answered" if a else "timed_out") for c, a in zip(gated, answers)
+            ]
+        order = {c.id: i for i, c in enumerate(calls.regular)}
+        phase1.sort(key=lambda o: order[o.tool_call_id])
+        phase1_writes = merge_step_writes([o.writes for o in phase1])
+        state = apply_step_writes(self.state, phase1_writes)
+        writes = list(phase1_writes)
+        phase2: list[ToolOutcome] = []
+        for call in calls.finishers:
+            outcome = await run_tool_step(scope, step_no, call, state)
+            phase2.append(outcome)
+            if outcome.writes:
+                state = apply_step_writes(state, outcome.writes)
+                writes = merge_step_writes([writes, outcome.writes])
+        out.outcomes = phase1 + phase2
+        out.writes = writes
+        results: list[ToolResultMessage] = [result_message(o) for o in out.outcomes]
+        results += [unknown_tool_message(call) for call in calls.unknown]
+        results += await run_children(scope, calls.children + plan.pending_sub_agent_calls, out.events)
+        results += synthesize_step_tool_results(plan)
+        out.results = in_call_order(results, plan)
+        out.messages.extend(out.results)
+        for outcome in out.outcomes:
+            if outcome.executed:
+                out.usage_rows.append(tool_usage_row(outcome))
+        out.events.extend(_tool_events(out.outcomes))
+        out.events.extend(tool_result_events(out.results))
+        if writes:
+            out.events.append(StatePatchEvent(patches=step_writes_to_rfc6902(writes)))
+
+    # --- deciding how the step ends -----------------------------------------------------
+
+    async def _decide(self, step_result: StepResult, plan: StepProcessingPlan, out: StepOutput) -> Terminal | None:
+        if plan.is_terminal and plan.status_update is not None:
+            update = plan.status_update
+            return Terminal(status=update.status, output=update.output, error=update.error, stop_reason=plan.stop_reason)
+        finished = self._finish_with_terminal(out.outcomes)
+        if finished is not None:
+            return finished
+        tripped = self.guard.record_step(out.results)
+        if tripped is not None:
+            error = f"tool {tripped!r} failed on {self.guard.max_same_tool_errors} consecutive steps"
+            return Terminal(status="failed", error=error, stop_reason="error")
+        if not should_continue(step_result):
+            ended = self._text_terminal(step_result, out)
+            if ended is not None:
+                return ended
+        if await self.agent.should_stop(StopInfo(steps=self.steps, step_count=self.step_count + 1, usage=self.usage)):
+            return self._stopped_by_condition()
+        return None
+
+    def _finish_with_terminal(self, outcomes: list[ToolOutcome]) -> Terminal | None:
+        """The first successful finishWith call completes the agent (seed 003)."""
+        described = [
+            self.scope.tool(o.tool_name).outcome(o.tool_call_id, output=o.result, error=o.error) for o in outcomes
+        ]
+        resolution = resolve_finish_with(described, self.agent.output_schema)
+        if resolution.status == "completed":
+            return Terminal(status="completed", output=resolution.output, stop_reason="tool_use")
+        if resolution.status == "failed":
+            return Terminal(status="failed", error=resolution.error, stop_reason="error")
+        return None
+
+    def _text_terminal(self, step_result: StepResult, out: StepOutput) -> Terminal | None:
+        """A step without tool calls ends the turn, unless a structured-output agent can recover."""
+        stop_reason = getattr(step_result, "stop_reason", None)
+        if self.agent.output_schema is not None:
+            if is_recoverable_error_stop_reason(stop_reason):
+                out.extra_messages.append(max_tokens_recovery_message(self.agent.finish_tool_name or FINISH_TOOL_NAME))
+                return None
+            if determine_final_status(step_result) == "completed":
+                return None  # keep going: the model must call the completion tool
+        status = determine_final_status(step_result)
+        if status == "failed":
+            error = getattr(step_result, "error", None) or f"model stopped with reason {stop_reason}"
+            return Terminal(status="failed", error=error, stop_reason=stop_reason or "error")
+        output = step_result.content if isinstance(step_result, TextStepResult) else None
+        return Terminal(status="completed", output=output, stop_reason=stop_reason or "end_turn")
+
+    def _stopped_by_condition(self) -> Terminal:
+        if self.agent.output_schema is not None:
+            return Terminal(
+                status="failed", error="stopped before producing output (max_steps or stop_when)", stop_reason="max_steps"
+            )
+        output = getattr(self.steps[-1], "content", None)
+        return Terminal(status="completed", output=output, stop_reason="max_steps")
+
+    # --- commit and after -----------------------------------------------------------
+
+    async def _commit(self, step_no: int, out: StepOutput) -> bool:
+        new_state = apply_step_writes(self.state, out.writes) if out.writes else self.state
+        commit = StepCommit(
+            session_id=self.scope.session_id,
+            run=self.scope.request.run,
+            step=step_no,
+            messages=out.messages + out.extra_messages,
+            patch=step_writes_to_rfc6902(out.writes) if out.writes else None,
+            snapshot=new_state if step_no % SNAPSHOT_EVERY_STEPS == 0 else None,
+            usage=out.usage_rows,
+            events=out.events,
+            terminal=out.terminal,
+            resolved=out.resolved,
+        )
+        interrupted = await asyncio.to_thread(current_runtime().commit_step, commit)
+        self.messages = self.messages + out.messages + out.extra_messages
+        self.state = new_state
+        self.step_count = step_no
+        return bool(interrupted)
+
+    async def _after_commit(self, step_no: int, out: StepOutput) -> None:
+        """Hooks that observe a committed step (they run again if a recovered run replays it)."""
+        hooks = self.agent.hooks
+        ctx = self.scope.hook_context(step_no, self.state)
+        calls = {c.id: c for c in tool_calls_of(out.messages)}
+        for message in out.messages:
+            await fire_hook(hooks, "on_message", message, ctx)
+        for result in out.results:
+            if result.tool_call_id in calls and result.tool_name != FINISH_TOOL_NAME:
+                await fire_hook(hooks, "after_tool", calls[result.tool_call_id], result, ctx)
+        await fire_hook(hooks, "on_step_finish", self.steps[-1], self.last_usage, ctx)
+        if out.terminal is not None and out.terminal.status == "completed":
+            await fire_hook(hooks, "on_agent_complete", self._result(out.terminal), ctx)
+
+    def _result(self, terminal: Terminal) -> AgentResult:
+        return AgentResult(
+            session_id=self.scope.session_id,
+            status=terminal.status,
+            output=terminal.output,
+            error=terminal.error,
+            step_count=self.step_count,
+            stop_reason=terminal.stop_reason,
+        )
+
+
+def _tool_events(outcomes: list[ToolOutcome]) -> list[Event]:
+    """The custom events the tools emitted, in call order."""
+    return [parse_event(row["type"], row["data"]) for outcome in outcomes for row in outcome.events]

@@ -1,0 +1,204 @@
+"""What workflow code runs with: the registered agents, the LLM adapter and the datasource.
+
+The façade (``DBOSAgentExecutor``) builds one :class:`AgentRuntime` per process before
+``DBOS.launch()`` and installs it; the ``helix_agent_run`` workflow finds it with
+:func:`current_runtime`. Workflow code never sees the façade::
+
+    runtime = AgentRuntime(llm, SQLAlchemyDatasource.create(url))
+    runtime.register(research_agent)
+    install_runtime(runtime)
+
+The datasource transactions here are the only writes workflow code makes outside tool
+steps; each commits together with its DBOS checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from dbos import SQLAlchemyDatasource
+
+from helix_dbos.agents import AgentConfig
+from helix_dbos.durable.requests import RunRequest, RunStart, run_workflow_id
+from helix_dbos.errors import (
+    AgentNotRegisteredError,
+    ConfigurationError,
+    HelixError,
+    SessionBusyError,
+    SessionNotFoundError,
+)
+from helix_dbos.events import ApprovalRequestEvent, ClientToolRequestEvent, ErrorEvent, Event, RunStartEvent
+from helix_dbos.llm import LLMAdapter
+from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_finish_tool_result
+from helix_dbos.store import reads, writes
+from helix_dbos.store.records import StepCommit
+from helix_dbos.store.transient import retry_transient
+from helix_dbos.subagents import sub_agents_of
+from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus, UserMessage
+
+_READ_COMMITTED = "READ COMMITTED"
+
+
+class AgentRuntime:
+    """Agents by name, the LLM adapter, and the checkpointed transactions of a run."""
+
+    def __init__(self, llm: LLMAdapter, datasource: SQLAlchemyDatasource) -> None:
+        self.llm = llm
+        self.datasource = datasource
+        self.engine = datasource.engine
+        self._agents: dict[str, AgentConfig] = {}
+        transaction = datasource.transaction
+        self.begin_run = transaction(name="helix_begin_run", isolation_level=_READ_COMMITTED)(self._begin_run)
+        """``begin_run(request, initial_state) -> RunStart`` (as JSON): claim the session, add the input."""
+        self.commit_step = transaction(name="helix_commit_step", isolation_level=_READ_COMMITTED)(self._commit_step)
+        """``commit_step(commit) -> interrupted``: one agent step, exactly once."""
+        self.fail_run = transaction(name="helix_fail_run", isolation_level=_READ_COMMITTED)(self._fail_run)
+        """``fail_run(request, error) -> ended``: end a run that raised."""
+        self.suspend = transaction(name="helix_suspend", isolation_level=_READ_COMMITTED)(self._suspend)
+        """``suspend(session_id, run, step, status, rows) -> WaitState`` (as JSON): record a
+        step's gated calls and their deadlines."""
+        self.collect_answers = transaction(name="helix_collect_answers", isolation_level=_READ_COMMITTED)(
+            self._collect_answers
+        )
+        """``collect_answers(session_id, tool_call_ids) -> WaitState`` (as JSON): the calls
+        answered in time or timed out, and how long until the next deadline."""
+
+    # --- agents ---------------------------------------------------------------------------
+
+    def register(self, agents: Iterable[AgentConfig]) -> None:
+        """Make agents (and the sub-agents their tools reach) runnable by name."""
+        for agent in agents:
+            for each in (agent, *sub_agents_of(agent)):
+                known = self._agents.get(each.name)
+                if known is not None and known is not each:
+                    raise HelixError(f"another agent named {each.name!r} is already registered")
+                self._agents[each.name] = each
+
+    def is_registered(self, agent: AgentConfig) -> bool:
+        return self._agents.get(agent.name) is agent
+
+    def agent(self, name: str) -> AgentConfig:
+        try:
+            return self._agents[name]
+        except KeyError:
+            raise AgentNotRegisteredError(
+                f"agent {name!r} is not registered in this process; call executor.register() before DBOS.launch()"
+            ) from None
+
+    # --- transaction bodies (each runs inside a DBOS datasource transaction) ------------------
+
+    def _connection(self) -> Any:
+        return self.datasource.sql_session().connection()
+
+    def _begin_run(self, request: RunRequest, initial_state: dict[str, Any]) -> dict[str, Any]:
+        conn = self._connection()
+        if not reads.workflow_exists(conn, run_workflow_id(request.session_id, request.run)):
+            raise ConfigurationError(
+                "helix's database is not DBOS's system database: helix keeps its tables next to DBOS's so that an"
+                " answer and the message that delivers it commit together. Give DBOS(config=...)"
+                " system_database_url and DBOSAgentExecutor(database_url=...) the same URL"
+            )
+        sid = request.session_id
+        row = writes.lock_session(conn, sid)
+        if row is None:
+            if request.kind == "resume":
+                raise SessionNotFoundError(f"no session {sid!r}")
+            writes.insert_session(
+                conn, session_id=sid, agent_name=request.agent_name, initial_state=initial_state,
+                root_session_id=request.root_session_id or sid, parent_session_id=request.parent_session_id,
+                parent_tool_call_id=request.parent_tool_call_id,
+            )
+            row = writes.lock_session(conn, sid)
+            assert row is not None
+        elif row["status"] in ACTIVE_STATUSES or row["run_count"] >= request.run:
+            raise SessionBusyError(f"session {sid!r} already has a run in progress (run {row['run_count']})")
+        writes.reopen_session(conn, sid, request.run)
+        message_count = _add_input_messages(conn, request, row)
+        writes.insert_run(
+            conn, session_id=sid, run=request.run, workflow_id=run_workflow_id(sid, request.run),
+            kind=request.kind, start_step=row["step_count"], start_seq=row["event_seq"] + 1,
+        )
+        writes.append_events(
+            conn, sid, request.run, row["step_count"],
+            [RunStartEvent(run=request.run, kind=request.kind, input=request.input)],
+        )
+        start = RunStart(step_count=row["step_count"], message_seq=message_count, start_seq=row["event_seq"] + 1)
+        return start.model_dump(mode="json")
+
+    def _commit_step(self, commit: StepCommit) -> bool:
+        return writes.commit_step(self._connection(), commit)
+
+    def _fail_run(self, request: RunRequest, error: str) -> bool:
+        return writes.end_run(
+            self._connection(), session_id=request.session_id, run=request.run, status="failed", error=error,
+            stop_reason="error", event=ErrorEvent(error=error, stop_reason="error"),
+        )
+
+    def _suspend(
+        self, session_id: str, run: int, step: int, status: SessionStatus, rows: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        conn = self._connection()
+        writes.insert_pending_calls(conn, rows)
+        writes.set_status(conn, session_id, status)
+        events: list[Event] = [
+            (ApprovalRequestEvent if row["kind"] == "approval" else ClientToolRequestEvent)(
+                tool_call_id=row["tool_call_id"], tool_name=row["tool_name"], input=row["input"]
+            )
+            for row in rows
+        ]
+        writes.append_events(conn, session_id, run, step - 1, events)
+        return writes.collect_answers(conn, session_id, [row["tool_call_id"] for row in rows]).model_dump(mode="json")
+
+    def _collect_answers(self, session_id: str, tool_call_ids: list[str]) -> dict[str, Any]:
+        return writes.collect_answers(self._connection(), session_id, tool_call_ids).model_dump(mode="json")
+
+    # --- reads of workflow code (immutable history, so safe to repeat on replay) -------------
+
+    def load_run_context(self, session_id: str, message_seq: int, step: int) -> tuple[list[Message], dict[str, Any]]:
+        """Transcript and state as of the start of a run (retried on connection faults)."""
+
+        def load() -> tuple[list[Message], dict[str, Any]]:
+            with self.engine.connect() as conn:
+                return reads.load_messages(conn, session_id, message_seq), reads.load_state(conn, session_id, step)
+
+        return retry_transient(load)
+
+    def session_events(self, session_id: str) -> list[dict[str, Any]]:
+        """All events of a (finished) session, as plain data, to relay into its parent's stream."""
+
+        def load() -> list[dict[str, Any]]:
+            with self.engine.connect() as conn:
+                events = reads.events_after(conn, session_id, 0, limit=100_000)
+            return [{"seq": e.seq, "type": e.type, "data": e.data} for e in events]
+
+        return retry_transient(load)
+
+
+def _add_input_messages(conn: Any, request: RunRequest, row: dict[str, Any]) -> int:
+    """Heal a legacy dangling ``__finish__`` and append the user's message."""
+    new: list[Message] = []
+    if request.kind == "execute" and row["message_count"] > 0:
+        dangling = find_unpaired_finish_call_id(reads.load_messages_since_last_assistant(conn, request.session_id))
+        if dangling is not None:
+            new.append(synthesize_finish_tool_result(dangling))
+    if request.input is not None:
+        new.append(UserMessage(content=request.input))
+    if not new:
+        return int(row["message_count"])
+    return writes.append_messages(conn, request.session_id, request.run, row["step_count"], new)
+
+
+_runtime: AgentRuntime | None = None
+
+
+def install_runtime(runtime: AgentRuntime) -> None:
+    """Make ``runtime`` the one this process's workflows run with."""
+    global _runtime
+    _runtime = runtime
+
+
+def current_runtime() -> AgentRuntime:
+    if _runtime is None:
+        raise HelixError("no DBOSAgentExecutor was created in this process before DBOS.launch()")
+    return _runtime

@@ -1,0 +1,122 @@
+"""The run a piece of workflow code works for, and the pure helpers that shape what a
+step writes: messages, events and usage rows. No I/O here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from helix_dbos.agents import AgentConfig
+from helix_dbos.durable.requests import RunRequest, ToolOutcome, run_workflow_id
+from helix_dbos.durable.steps import ToolJob
+from helix_dbos.events import ErrorEvent, Event, FinishEvent, TextEvent, ToolCallEvent, ToolResultEvent
+from helix_dbos.orchestration import StepProcessingPlan, create_tool_result_message
+from helix_dbos.state import StateTracker
+from helix_dbos.store.records import Terminal, UsageRow
+from helix_dbos.tools import HookContext, ReadOnlyState, Tool
+from helix_dbos.types import (
+    FINISH_TOOL_NAME,
+    AssistantMessage,
+    Message,
+    ParsedToolCall,
+    StepResult,
+    ToolResultMessage,
+    Usage,
+)
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """One run of one agent, as workflow code sees it."""
+
+    agent: AgentConfig
+    request: RunRequest
+
+    @property
+    def session_id(self) -> str:
+        return self.request.session_id
+
+    @property
+    def workflow_id(self) -> str:
+        return run_workflow_id(self.request.session_id, self.request.run)
+
+    @property
+    def root_session_id(self) -> str:
+        return self.request.root_session_id or self.request.session_id
+
+    def tool(self, name: str) -> Tool:
+        found = self.agent.get_tool(name)
+        assert found is not None, f"the loop only schedules known tools, not {name!r}"
+        return found
+
+    def job(self, step_no: int, call: ParsedToolCall, base_state: Any) -> ToolJob:
+        return ToolJob(self.agent.name, self.session_id, step_no, call, base_state)
+
+    def hook_context(self, step_no: int, state: Any) -> HookContext:
+        """What post-commit hooks see: the committed state, read-only."""
+        return HookContext(self.session_id, self.agent.name, step_no, ReadOnlyState(StateTracker(state).get_state()))
+
+
+def result_message(outcome: ToolOutcome) -> ToolResultMessage:
+    return create_tool_result_message(
+        outcome.tool_call_id, outcome.tool_name, result=outcome.result, success=outcome.success, error=outcome.error
+    )
+
+
+def unknown_tool_message(call: ParsedToolCall) -> ToolResultMessage:
+    return create_tool_result_message(
+        call.id, call.name, success=False, error=f"Unknown tool: {call.name!r} is not a tool of this agent"
+    )
+
+
+def in_call_order(results: list[ToolResultMessage], plan: StepProcessingPlan) -> list[ToolResultMessage]:
+    message_plan = plan.assistant_message_plan
+    if message_plan is None:
+        return results
+    order = {c.id: i for i, c in enumerate(message_plan.tool_calls)}
+    order.update({c.id: len(order) + i for i, c in enumerate(message_plan.sub_agent_calls)})
+    return sorted(results, key=lambda m: order.get(m.tool_call_id, len(order)))
+
+
+def tool_calls_of(messages: list[Message]) -> list[ParsedToolCall]:
+    return [call for m in messages if isinstance(m, AssistantMessage) for call in m.tool_calls]
+
+
+def assistant_events(message: AssistantMessage) -> list[Event]:
+    events: list[Event] = []
+    if message.content:
+        events.append(TextEvent(content=message.content))
+    events.extend(
+        ToolCallEvent(tool_call_id=call.id, tool_name=call.name, input=call.arguments)
+        for call in message.tool_calls
+        if call.name != FINISH_TOOL_NAME
+    )
+    return events
+
+
+def tool_result_events(results: list[ToolResultMessage]) -> list[Event]:
+    return [
+        ToolResultEvent(tool_call_id=r.tool_call_id, tool_name=r.tool_name, content=r.content, is_error=r.is_error)
+        for r in results
+        if r.tool_name != FINISH_TOOL_NAME
+    ]
+
+
+def terminal_events(terminal: Terminal | None) -> list[Event]:
+    if terminal is None:
+        return []
+    if terminal.status == "completed":
+        return [FinishEvent(output=terminal.output, stop_reason=terminal.stop_reason)]
+    return [ErrorEvent(error=terminal.error, stop_reason=terminal.stop_reason)]
+
+
+def llm_usage_row(model: str, usage: Usage, step_result: StepResult) -> UsageRow:
+    return UsageRow(
+        source="llm", name=model, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+        total_tokens=usage.total_tokens, cost_usd=usage.cost_usd, ms=usage.latency_ms,
+        success=step_result.type != "error",
+    )
+
+
+def tool_usage_row(outcome: ToolOutcome) -> UsageRow:
+    return UsageRow(source="tool", name=outcome.tool_name, ms=outcome.ms, success=outcome.success)

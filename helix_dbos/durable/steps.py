@@ -1,0 +1,113 @@
+"""Step bodies ("activities"): the code that runs inside a DBOS step, with its I/O.
+
+Workflow code calls them through DBOS (``DBOS.run_step_async({"name": "llm"}, call_llm,
+...)``), so each runs once and replays from its checkpoint. They take only plain,
+JSON-able arguments and the process's :class:`AgentRuntime`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from helix_dbos.durable.hooks import fire_hook
+from helix_dbos.durable.requests import ToolOutcome
+from helix_dbos.durable.runtime import current_runtime
+from helix_dbos.events import CustomEvent
+from helix_dbos.llm import generate_with_retry
+from helix_dbos.state import StateTracker
+from helix_dbos.tools import ReadOnlyState, Tool, ToolContext
+from helix_dbos.types import Message, ParsedToolCall, StepResult, StepResultAdapter, Usage
+
+
+@dataclass
+class ToolJob:
+    """What a tool step needs: the call and the state it starts from."""
+
+    agent_name: str
+    session_id: str
+    step: int
+    call: ParsedToolCall
+    base_state: dict[str, Any]
+
+
+async def call_llm(agent_name: str, messages: list[Message]) -> dict[str, Any]:
+    """The LLM step; transient errors are retried inside it. Its checkpoint is JSON:
+    ``{"result": StepResult, "usage": Usage}`` (read back with :func:`llm_output`)."""
+    runtime = current_runtime()
+    agent = runtime.agent(agent_name)
+    result, usage = await generate_with_retry(
+        runtime.llm, messages, agent.tool_specs(), agent.llm_config, agent.output_schema
+    )
+    return {"result": result.model_dump(mode="json"), "usage": usage.model_dump(mode="json")}
+
+
+def llm_output(checkpoint: dict[str, Any]) -> tuple[StepResult, Usage]:
+    """The LLM step's result and usage, from its JSON checkpoint."""
+    return StepResultAdapter.validate_python(checkpoint["result"]), Usage.model_validate(checkpoint["usage"])
+
+
+async def run_tool(job: ToolJob) -> dict[str, Any]:
+    """One tool step: validate the input, run the tool, record its state writes.
+
+    A tool that raises (or gets invalid input) becomes an error result: self-healing.
+    Its checkpoint is a :class:`ToolOutcome` as JSON.
+    """
+    agent = current_runtime().agent(job.agent_name)
+    tool = agent.get_tool(job.call.name)
+    assert tool is not None, "the loop only schedules known tools"
+    started = time.perf_counter()
+    events: list[dict[str, Any]] = []
+
+    def emit(name: str, data: Any) -> None:
+        events.append(CustomEvent(name=name, data=data, tool_call_id=job.call.id).to_row())
+
+    tracker = StateTracker(job.base_state, array_delta_mode=True, schema=agent.state_schema)
+    ctx = ToolContext(job.session_id, job.call.id, agent.name, job.step, tracker, emit=emit)
+    outcome = ToolOutcome(tool_call_id=job.call.id, tool_name=tool.name, success=False)
+    try:
+        if job.call.parse_error is not None:
+            raise ValueError(f"Invalid arguments for tool '{tool.name}': {job.call.parse_error}")
+        tool_input = tool.parse_input(job.call.arguments)
+        await fire_hook(agent.hooks, "before_tool", job.call, ctx)
+        outcome.result = tool.dump_output(await _execute(tool, tool_input, ctx))
+        outcome.writes = list(tracker.get_step_writes())
+        outcome.success = True
+    except Exception as exc:
+        outcome.error = str(exc) or type(exc).__name__
+    outcome.ms = (time.perf_counter() - started) * 1000
+    outcome.events = events
+    if outcome.writes:
+        await fire_hook(agent.hooks, "on_state_change", tracker.get_state(), ctx)
+    return outcome.model_dump(mode="json")
+
+
+def evaluate_approval(jobs: list[ToolJob]) -> list[str]:
+    """The approval-gate step: ids of the calls whose ``require_approval`` predicate asks
+    for approval (it fails closed: a predicate that raises asks)."""
+    runtime = current_runtime()
+    needing = []
+    for job in jobs:
+        agent = runtime.agent(job.agent_name)
+        tool = agent.get_tool(job.call.name)
+        assert tool is not None
+        ctx = ToolContext(job.session_id, job.call.id, agent.name, job.step, ReadOnlyState(job.base_state))
+        try:
+            tool_input = tool.parse_input(job.call.arguments)
+        except Exception:
+            continue  # invalid input never runs: the tool step reports it
+        if tool.needs_approval(tool_input, ctx):
+            needing.append(job.call.id)
+    return needing
+
+
+async def _execute(tool: Tool, tool_input: Any, ctx: ToolContext) -> Any:
+    """Run the tool: async bodies on the loop, sync bodies on a worker thread."""
+    if inspect.iscoroutinefunction(tool.execute):
+        return await tool.run(tool_input, ctx)
+    assert callable(tool.execute)
+    result = await asyncio.to_thread(tool.execute, tool_input, ctx)
+    return await result if inspect.isawaitable(result) else result

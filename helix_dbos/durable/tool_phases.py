@@ -1,0 +1,70 @@
+"""Running a step's tools: classification, phase 1 in parallel, phase 2 in order.
+
+Every tool call is one DBOS step. Parallel calls get their step ids reserved in call order
+before any of them runs, so a replay finds each checkpoint at the same position whatever
+order they finished in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dbos import DBOS
+
+from helix_dbos.durable.requests import ToolOutcome
+from helix_dbos.durable.scope import RunScope
+from helix_dbos.durable.steps import run_tool
+from helix_dbos.types import FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, ParsedSubAgentCall, ParsedToolCall
+
+
+@dataclass
+class Classified:
+    """A step's calls by how they run."""
+
+    regular: list[ParsedToolCall] = field(default_factory=list)
+    finishers: list[ParsedToolCall] = field(default_factory=list)
+    unknown: list[ParsedToolCall] = field(default_factory=list)
+    children: list[ParsedSubAgentCall] = field(default_factory=list)
+
+
+def classify(scope: RunScope, calls: list[ParsedToolCall]) -> Classified:
+    """Regular tools (phase 1), finishWith tools (phase 2), unknown names, sub-agent calls."""
+    found = Classified()
+    for call in calls:
+        tool = scope.agent.get_tool(call.name)
+        if tool is None and call.name.startswith(SUB_AGENT_TOOL_PREFIX) or tool is not None and tool.is_sub_agent:
+            agent_type = call.name.removeprefix(SUB_AGENT_TOOL_PREFIX)
+            found.children.append(
+                ParsedSubAgentCall(id=call.id, agent_type=agent_type, input=call.arguments, parse_error=call.parse_error)
+            )
+        elif tool is None or tool.name == FINISH_TOOL_NAME:
+            found.unknown.append(call)
+        elif tool.finish_with:
+            found.finishers.append(call)
+        else:
+            found.regular.append(call)
+    return found
+
+
+def start_parallel(scope: RunScope, step_no: int, calls: list[ParsedToolCall], base_state: Any) -> Awaitable[list[ToolOutcome]]:
+    """Start calls concurrently under the agent's cap; their step ids are reserved now, in call order."""
+    reservations = [DBOS.reserve_step() for _ in calls]
+    limit = asyncio.Semaphore(max(1, scope.agent.max_tool_concurrency))
+
+    async def run_one(reservation: Any, call: ParsedToolCall) -> ToolOutcome:
+        async with limit:
+            checkpoint = await reservation.run_async(
+                {"name": f"tool:{call.name}"}, run_tool, scope.job(step_no, call, base_state)
+            )
+            return ToolOutcome.model_validate(checkpoint)
+
+    return asyncio.gather(*(run_one(r, call) for r, call in zip(reservations, calls)))
+
+
+async def run_tool_step(scope: RunScope, step_no: int, call: ParsedToolCall, base_state: Any) -> ToolOutcome:
+    """One tool, as one DBOS step, now."""
+    checkpoint = await DBOS.run_step_async({"name": f"tool:{call.name}"}, run_tool, scope.job(step_no, call, base_state))
+    return ToolOutcome.model_validate(checkpoint)

@@ -1,0 +1,260 @@
+"""The events of a session's durable stream: one discriminated union, :data:`Event`.
+
+The runtime writes them (``helix.events``: a ``type`` column and a ``data`` jsonb of the
+other fields), streams and the CLI read them back, and each says what it is in one line::
+
+    >>> event = ToolCallEvent(tool_call_id="t1", tool_name="search", input={"q": "dbos"})
+    >>> event.to_row()
+    {'type': 'tool_call', 'data': {'tool_call_id': 't1', 'tool_name': 'search', 'input': {'q': 'dbos'}}}
+    >>> parse_event("tool_call", event.to_row()["data"]) == event
+    True
+    >>> event.summary()
+    'search [t1] {"q":"dbos"}'
+
+A run's stream starts with ``run_start`` and ends with one of :data:`RUN_END_EVENTS`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+def compact(value: Any, width: int = 60) -> str:
+    """``value`` on one line, JSON for non-strings, cut to ``width`` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: str
+    ends_run: ClassVar[bool] = False
+
+    def to_row(self) -> dict[str, Any]:
+        """``{"type", "data"}`` as written to ``helix.events``."""
+        return {"type": self.type, "data": self.model_dump(mode="json", exclude={"type"})}
+
+    def summary(self) -> str:
+        """What happened, in one line (for ``helix-dbos tail`` and the demo)."""
+        return compact(self.model_dump(mode="json", exclude={"type"}), 100)
+
+
+class _CallEvent(_Event):
+    tool_call_id: str
+    tool_name: str
+    input: Any = None
+
+    def summary(self) -> str:
+        return f"{self.tool_name} [{self.tool_call_id}] {compact(self.input)}"
+
+
+class RunStartEvent(_Event):
+    """A run began: ``kind`` is ``execute`` (with the user's ``input``) or ``resume``."""
+
+    type: Literal["run_start"] = "run_start"
+    run: int
+    kind: str
+    input: str | None = None
+
+    def summary(self) -> str:
+        return f"run {self.run} ({self.kind}) input {compact(self.input)}"
+
+
+class StepStartEvent(_Event):
+    type: Literal["step_start"] = "step_start"
+    step: int
+
+    def summary(self) -> str:
+        return f"step {self.step}"
+
+
+class TextEvent(_Event):
+    """The model's text of one step."""
+
+    type: Literal["text"] = "text"
+    content: str
+
+    def summary(self) -> str:
+        return compact(self.content, 100)
+
+
+class ToolCallEvent(_CallEvent):
+    """The model called a tool."""
+
+    type: Literal["tool_call"] = "tool_call"
+
+
+class ApprovalRequestEvent(_CallEvent):
+    """A call waits for a person's approval."""
+
+    type: Literal["tool_approval_request"] = "tool_approval_request"
+
+
+class ClientToolRequestEvent(_CallEvent):
+    """A client-executed call waits for the client's result."""
+
+    type: Literal["tool_start"] = "tool_start"
+
+
+class ToolResultEvent(_Event):
+    type: Literal["tool_result"] = "tool_result"
+    tool_call_id: str
+    tool_name: str
+    content: str
+    is_error: bool = False
+
+    def summary(self) -> str:
+        flag = " error" if self.is_error else ""
+        return f"{self.tool_name} [{self.tool_call_id}]{flag}: {compact(self.content, 80)}"
+
+
+class StatePatchEvent(_Event):
+    """The step's state change, as RFC 6902 operations."""
+
+    type: Literal["state_patch"] = "state_patch"
+    patches: list[dict[str, Any]]
+
+    def summary(self) -> str:
+        return compact(self.patches, 100)
+
+
+class StepFinishEvent(_Event):
+    type: Literal["step_finish"] = "step_finish"
+    step: int
+    stop_reason: str | None = None
+    usage: dict[str, Any] = Field(default_factory=dict)
+
+    def summary(self) -> str:
+        return f"step {self.step}" + (f" ({self.stop_reason})" if self.stop_reason else "")
+
+
+class FinishEvent(_Event):
+    """The run completed with ``output``."""
+
+    type: Literal["finish"] = "finish"
+    ends_run: ClassVar[bool] = True
+    output: Any = None
+    stop_reason: str | None = None
+
+    def summary(self) -> str:
+        return f"output {compact(self.output, 100)}"
+
+
+class ErrorEvent(_Event):
+    """The run failed."""
+
+    type: Literal["error"] = "error"
+    ends_run: ClassVar[bool] = True
+    error: str | None = None
+    stop_reason: str | None = None
+
+    def summary(self) -> str:
+        return str(self.error)
+
+
+class InterruptedEvent(_Event):
+    """The run stopped after ``step`` because someone asked it to; it can be resumed."""
+
+    type: Literal["interrupted"] = "interrupted"
+    ends_run: ClassVar[bool] = True
+    step: int
+
+
+class AbortedEvent(_Event):
+    """The run's workflow was cancelled (by helix, or by DBOS's own tools)."""
+
+    type: Literal["aborted"] = "aborted"
+    ends_run: ClassVar[bool] = True
+    reason: str | None = None
+
+
+class ResumedEvent(_Event):
+    """A cancelled or failed run's workflow was resumed where it stopped."""
+
+    type: Literal["resumed"] = "resumed"
+    run: int
+    workflow_id: str
+
+
+class ForkedEvent(_Event):
+    """The first event of a session made by ``fork``."""
+
+    type: Literal["forked"] = "forked"
+    source_session_id: str
+    from_step: int
+
+
+class CustomEvent(_Event):
+    """An event a tool emitted with ``ctx.emit(name, data)``."""
+
+    type: Literal["custom"] = "custom"
+    name: str
+    data: Any = None
+    tool_call_id: str | None = None
+
+
+class SubAgentStartEvent(_Event):
+    type: Literal["subagent_start"] = "subagent_start"
+    tool_call_id: str
+    session_id: str
+    agent: str
+
+
+class SubAgentEventEvent(_Event):
+    """One event of a sub-agent's stream, relayed into its parent's."""
+
+    type: Literal["subagent_event"] = "subagent_event"
+    session_id: str
+    event: dict[str, Any]
+
+    def summary(self) -> str:
+        return f"{self.session_id}: {self.event.get('type')} {compact(self.event.get('data'))}"
+
+
+class SubAgentFinishEvent(_Event):
+    type: Literal["subagent_finish"] = "subagent_finish"
+    tool_call_id: str
+    session_id: str
+    status: str
+
+
+Event = Annotated[
+    Union[
+        RunStartEvent,
+        StepStartEvent,
+        TextEvent,
+        ToolCallEvent,
+        ApprovalRequestEvent,
+        ClientToolRequestEvent,
+        ToolResultEvent,
+        StatePatchEvent,
+        StepFinishEvent,
+        FinishEvent,
+        ErrorEvent,
+        InterruptedEvent,
+        AbortedEvent,
+        ResumedEvent,
+        ForkedEvent,
+        CustomEvent,
+        SubAgentStartEvent,
+        SubAgentEventEvent,
+        SubAgentFinishEvent,
+    ],
+    Field(discriminator="type"),
+]
+"""Any event of the durable stream, discriminated by ``type``."""
+
+_EVENT: TypeAdapter[Event] = TypeAdapter(Event)
+
+RUN_END_EVENTS: frozenset[str] = frozenset({"finish", "error", "interrupted", "aborted"})
+"""Types of the events that end a run."""
+
+
+def parse_event(event_type: str, data: Any) -> Event:
+    """The :data:`Event` stored as ``type`` and ``data``."""
+    return _EVENT.validate_python({**(data if isinstance(data, dict) else {}), "type": event_type})

@@ -1,0 +1,58 @@
+"""Transient database failures: which errors are worth retrying, and a bounded retry.
+
+A connection killed by the server, a restarting Postgres, a pool handing out a dead
+connection: the same statement, run again on a new connection, succeeds. Statements that
+are retried this way must be safe to repeat (reads, or writes that are idempotent)::
+
+    messages = retry_transient(lambda: load(conn_factory))
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
+from sqlalchemy.exc import DBAPIError
+
+T = TypeVar("T")
+
+logger = logging.getLogger("helix_dbos")
+
+_TRANSIENT_SQLSTATE_CLASSES = ("08", "53", "57P")
+"""Connection exceptions, insufficient resources, operator intervention (a terminated
+backend, a shutting-down server)."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is a connection-level failure that a retry on a new connection cures."""
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        exc = exc.orig if exc.orig is not None else exc
+    if isinstance(exc, psycopg.OperationalError):
+        sqlstate = exc.sqlstate or ""
+        if sqlstate.startswith(_TRANSIENT_SQLSTATE_CLASSES):
+            return True
+        text = str(exc)
+        return "connection" in text or "server closed" in text or "terminating" in text
+    return isinstance(exc, psycopg.InterfaceError)
+
+
+def retry_transient(fn: Callable[[], T], *, attempts: int = 30, first_wait: float = 0.05, max_wait: float = 2.0) -> T:
+    """``fn()``, run again (with backoff up to ``max_wait`` seconds) while it fails with a
+    transient error; any other error, or the last attempt's, propagates."""
+    wait = first_wait
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except Exception as exc:
+            if attempt == attempts or not is_transient(exc):
+                raise
+            logger.warning("transient database error (attempt %d of %d), retrying: %s", attempt, attempts,
+                           str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            time.sleep(wait)
+            wait = min(wait * 2, max_wait)
+    raise AssertionError("unreachable")
