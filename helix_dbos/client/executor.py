@@ -41,6 +41,7 @@ from helix_dbos.llm import LLMAdapter
 from helix_dbos.store import reads
 from helix_dbos.store.migrations import check_schema, migrate
 from helix_dbos.store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord, UsageSummary
+from helix_dbos.store.transient import recognize_lost_connections
 
 
 class DBOSAgentExecutor:
@@ -62,6 +63,7 @@ class DBOSAgentExecutor:
         self.default_queue = default_queue
         """Queue name ``execute`` enqueues on when it is given none (None: start in-process)."""
         self.database_url = resolve_database_url(database_url)
+        recognize_lost_connections()
         if run_migrations:
             migrate(self.database_url)
         else:

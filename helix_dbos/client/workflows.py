@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from dbos import WorkflowSerializationFormat
 
 from helix_dbos.durable.requests import WORKFLOW_NAME, RunRequest
+from helix_dbos.store.transient import recognize_lost_connections
 
 PORTABLE = WorkflowSerializationFormat.PORTABLE
 """Everything helix sends or enqueues is portable JSON: readable by anyone, never unpickled."""
@@ -50,6 +51,7 @@ class ClientWorkflows:
         if self._client is None:
             from dbos import DBOSClient
 
+            recognize_lost_connections()
             self._client = DBOSClient(system_database_url=self.database_url, application_name=self.application_name)
         return self._client
 

@@ -5,6 +5,13 @@ connection: the same statement, run again on a new connection, succeeds. Stateme
 are retried this way must be safe to repeat (reads, or writes that are idempotent)::
 
     messages = retry_transient(lambda: load(conn_factory))
+
+DBOS retries its own statements on errors SQLAlchemy flags as disconnects, and psycopg
+reports a failed connect in words SQLAlchemy does not know ("connection is bad: ... No
+such file or directory" while a Postgres restarts behind a Unix socket).
+:func:`recognize_lost_connections` teaches every engine in the process to flag them::
+
+    recognize_lost_connections()   # the executor and the operator client call it
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import psycopg
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, ExceptionContext
 from sqlalchemy.exc import DBAPIError
 
 T = TypeVar("T")
@@ -56,3 +65,15 @@ def retry_transient(fn: Callable[[], T], *, attempts: int = 30, first_wait: floa
             time.sleep(wait)
             wait = min(wait * 2, max_wait)
     raise AssertionError("unreachable")
+
+
+def recognize_lost_connections() -> None:
+    """Flag every transient connection failure as a disconnect on all SQLAlchemy engines
+    (DBOS's included), so that whoever retries disconnects retries these too. Idempotent."""
+    if not event.contains(Engine, "handle_error", _flag_disconnect):
+        event.listen(Engine, "handle_error", _flag_disconnect)
+
+
+def _flag_disconnect(context: ExceptionContext) -> None:
+    if not context.is_disconnect and is_transient(context.original_exception):
+        context.is_disconnect = True
