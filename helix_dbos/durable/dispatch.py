@@ -19,6 +19,7 @@ from helix_dbos.durable.scope import RunScope
 from helix_dbos.events import Event, SubAgentEventEvent, SubAgentFinishEvent, SubAgentStartEvent
 from helix_dbos.orchestration import create_sub_agent_result_message
 from helix_dbos.subagents import SubAgentSpec, child_session_id
+from helix_dbos.text import storable
 from helix_dbos.types import SUB_AGENT_TOOL_PREFIX, AgentResult, ParsedSubAgentCall, ToolResultMessage
 
 logger = logging.getLogger("helix_dbos")
@@ -61,7 +62,7 @@ def child_request(scope: RunScope, call: ParsedSubAgentCall) -> tuple[RunRequest
     if call.parse_error is not None:
         return None, f"Invalid arguments for sub-agent {call.agent_type}: {call.parse_error}"
     try:
-        child_input = tool.sub_agent.child_input(tool.parse_input(call.input))
+        child_input = storable(tool.sub_agent.child_input(tool.parse_input(call.input)))  # an input_mapper's text
     except Exception as exc:
         return None, str(exc)
     request = RunRequest(
