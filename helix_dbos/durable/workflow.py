@@ -35,6 +35,10 @@ async def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
     runtime = current_runtime()
     agent = runtime.agent(req.agent_name)
     start = RunStart.model_validate(await asyncio.to_thread(runtime.begin_run, req, agent.initial_state()))
+    if start.refused is not None:
+        return AgentResult(session_id=req.session_id, status="failed", error=start.refused, stop_reason="error").model_dump(
+            mode="json"
+        )
     try:
         result = await AgentLoop(RunScope(agent, req)).run(start)
     except Exception as exc:  # DBOS's cancellation is a BaseException and passes through
