@@ -274,14 +274,14 @@ def move_to_version(
     (``resume``) is enqueued on ``queue`` for the workers of ``version``. The new run
     starts from the last committed step; what the stranded run did in its unfinished step
     (a tool in flight, an answer not yet committed) is done again."""
+    require_storable("version", version)
+    require_storable("queue", queue)
     with engine.connect() as conn:
         row = _require_session(conn, session_id)
         runs = reads.list_runs(conn, session_id)
     current = runs[-1] if runs else None
     if row.status not in ACTIVE_STATUSES or current is None or current.workflow_status not in ("PENDING", "ENQUEUED"):
         raise HelixError(f"session {session_id!r} has no run waiting to be recovered (status {row.status})")
-    require_storable("version", version)
-    require_storable("queue", queue)
     if current.application_version == version:
         raise HelixError(f"run {current.run} of session {session_id!r} is already on version {version!r}")
     workflows.cancel(current.workflow_id)  # helix's trigger ends the run, aborted
