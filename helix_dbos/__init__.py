@@ -75,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "SessionNotFoundError": "helix_dbos.errors",
     "ToolCallNotPendingError": "helix_dbos.errors",
     "ToolInputError": "helix_dbos.errors",
+    "UnstorableTextError": "helix_dbos.errors",
     "WorkflowContextError": "helix_dbos.errors",
 }
 

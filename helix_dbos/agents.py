@@ -41,6 +41,7 @@ from helix_dbos.orchestration.stop_conditions import (
     compile_stop_conditions,
 )
 from helix_dbos.orchestration.validation import to_json_value
+from helix_dbos.text import find_unstorable
 from helix_dbos.tools import TOOL_NAME_PATTERN, AgentDefinitionError, Tool
 from helix_dbos.types import FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, LLMConfig, ToolSpec
 
@@ -278,6 +279,9 @@ def _validate_state_schema(schema: Any, fail: Callable[[str], NoReturn]) -> None
     if not (inspect.isclass(schema) and issubclass(schema, BaseModel)):
         fail("state_schema must be a pydantic model class")
     try:
-        schema()
+        defaults = to_json_value(schema())
     except ValidationError as error:
         fail(f"every field of state_schema needs a default:\n{error}")
+    unstorable = find_unstorable(defaults)
+    if unstorable is not None:
+        fail(f"the initial state (state_schema's defaults): {unstorable.describe('state')}")

@@ -14,6 +14,7 @@ the CLI prints one clear line instead of a traceback::
     ├── SessionBusyError            the session already has a run in progress
     ├── ToolCallNotPendingError     the call is unknown, answered, timed out or of another kind
     ├── InvalidToolResultError      a client result does not match the tool's output schema
+    ├── UnstorableTextError         caller-given text holds NUL or a lone surrogate (helix_dbos.text)
     └── WorkflowContextError        called where DBOS cannot record it (inside a step)
 
 The state layer's ``StateError`` and the LLM layer's ``LLMError`` are HelixErrors too.
@@ -78,3 +79,18 @@ class InvalidToolResultError(HelixError):
 
 class WorkflowContextError(HelixError):
     """Called from a DBOS step, where starting or awaiting a durable run cannot be recorded."""
+
+
+class UnstorableTextError(HelixError):
+    """Caller-given text holds a character Postgres cannot store (NUL, a lone surrogate);
+    refused before anything is written (``helix_dbos.text`` states the rule).
+
+    ``field`` names the argument, ``path`` the place inside it (``""``: the argument
+    itself), ``position`` the character's index in that string.
+    """
+
+    def __init__(self, message: str, *, field: str, path: str = "", position: int = 0) -> None:
+        super().__init__(message)
+        self.field = field
+        self.path = path
+        self.position = position

@@ -50,6 +50,7 @@ from helix_dbos.store.records import (
     TranscriptEntry,
     UsageSummary,
 )
+from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES
 
 __all__ = [
@@ -93,6 +94,7 @@ class SessionDetail(BaseModel):
 
 def list_sessions(url: str, limit: int = 50, status: str | None = None) -> list[SessionRecord]:
     """Sessions, most recently updated first (rows only: no transcript or state)."""
+    require_storable("status", status)
     with _engine(url) as engine, engine.connect() as conn:
         return reads.list_sessions(conn, limit=limit, status=status)
 
@@ -244,6 +246,7 @@ def _engine(url: str) -> Iterator[sa.Engine]:
 
 
 def _require_session(conn: sa.Connection, session_id: str) -> SessionRecord:
+    require_storable("session_id", session_id)
     row = reads.get_session_row(conn, session_id)
     if row is None:
         raise SessionNotFoundError(f"no session {session_id!r}")

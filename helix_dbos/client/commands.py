@@ -32,6 +32,7 @@ from helix_dbos.errors import (
 from helix_dbos.events import AbortedEvent, ForkedEvent
 from helix_dbos.store import reads, writes
 from helix_dbos.store.records import AnswerWindow, PendingToolCall, SessionRecord
+from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
 
 RESUMABLE_WORKFLOW_STATUSES = ("CANCELLED", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
@@ -73,9 +74,14 @@ def plan_run(
 
     ``execute`` starts a new session (``session_id`` None: a new uuid) or a new turn of
     one that is not running; ``resume`` continues one that stopped before completing.
+    A session id or input Postgres cannot store is refused (:class:`UnstorableTextError`)
+    before anything is written.
     """
     if session_id is not None and not session_id.strip():
         raise HelixError("session_id must not be empty (leave it out to start a new session)")
+    require_storable("session_id", session_id)
+    user_text = input_text(input) if kind == "execute" else None
+    require_storable("input", user_text)
     session_id = session_id or str(uuid.uuid4())
     with engine.connect() as conn:
         row = reads.get_session_row(conn, session_id)
@@ -94,8 +100,7 @@ def plan_run(
             )
     run = (row.run_count if row else 0) + 1
     return RunRequest(
-        session_id=session_id, run=run, agent_name=agent_name, kind=kind,
-        input=input_text(input) if kind == "execute" else None,
+        session_id=session_id, run=run, agent_name=agent_name, kind=kind, input=user_text,
     )
 
 
@@ -117,9 +122,13 @@ def answer(engine: sa.Engine, workflows: Workflows, session_id: str, response: T
     only before the call's deadline, by the database's clock, read under the call's row
     lock in the transaction that records it. Raises :class:`SessionNotFoundError`,
     :class:`ToolCallNotPendingError` (unknown, timed out, cancelled, or waiting for the
-    other kind of answer) or :class:`InvalidToolResultError`; a repeated answer returns
-    ``status="already_answered"`` and changes nothing.
+    other kind of answer), :class:`InvalidToolResultError` or :class:`UnstorableTextError`
+    (text Postgres cannot store, in any field: nothing is recorded); a repeated answer
+    returns ``status="already_answered"`` and changes nothing.
     """
+    require_storable("session_id", session_id)
+    for field, value in response.model_dump(mode="json").items():
+        require_storable(field, value)
     kind = "approval" if isinstance(response, ApprovalResponse) else "client"
     call_id = response.tool_call_id
     with engine.connect() as conn:
@@ -195,6 +204,7 @@ def interrupt(engine: sa.Engine, session_id: str) -> bool:
 def abort(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str) -> bool:
     """Cancel the run in progress of ``session_id`` and of its running descendants, parents
     first, and end each ``aborted``. True when at least one run was ended."""
+    require_storable("reason", reason)
     with engine.connect() as conn:
         _require_session(conn, session_id)
         running = [row for sid in reads.active_tree(conn, session_id) if (row := reads.get_session_row(conn, sid))]
@@ -264,6 +274,8 @@ def move_to_version(
     (``resume``) is enqueued on ``queue`` for the workers of ``version``. The new run
     starts from the last committed step; what the stranded run did in its unfinished step
     (a tool in flight, an answer not yet committed) is done again."""
+    require_storable("version", version)
+    require_storable("queue", queue)
     with engine.connect() as conn:
         row = _require_session(conn, session_id)
         runs = reads.list_runs(conn, session_id)
@@ -294,6 +306,7 @@ def fork(engine: sa.Engine, session_id: str, from_step: int, new_session_id: str
     ``forked``, names the source. Its status is ``interrupted``: a worker that registered
     the agent continues it with ``executor.resume(agent, new_id)``.
     """
+    require_storable("new_session_id", new_session_id)
     new_id = new_session_id or str(uuid.uuid4())
     with engine.begin() as conn:
         row = _require_session(conn, session_id)
@@ -309,6 +322,7 @@ def fork(engine: sa.Engine, session_id: str, from_step: int, new_session_id: str
 
 
 def _require_session(conn: sa.Connection, session_id: str) -> SessionRecord:
+    require_storable("session_id", session_id)
     row = reads.get_session_row(conn, session_id)
     if row is None:
         raise SessionNotFoundError(f"no session {session_id!r}")

@@ -42,6 +42,7 @@ from helix_dbos.store import reads
 from helix_dbos.store.migrations import check_schema, migrate
 from helix_dbos.store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord, UsageSummary
 from helix_dbos.store.transient import recognize_lost_connections
+from helix_dbos.text import require_storable
 
 
 class DBOSAgentExecutor:
@@ -188,6 +189,7 @@ class DBOSAgentExecutor:
 
     def get_session(self, session_id: str, at_step: int | None = None) -> SessionRecord:
         """The session with its transcript, state (optionally as of ``at_step``) and pending calls."""
+        require_storable("session_id", session_id)
         with self.engine.connect() as conn:
             row = reads.get_session_row(conn, session_id)
             if row is None:
@@ -212,6 +214,7 @@ class DBOSAgentExecutor:
 
     def list_pending(self, session_id: str | None = None) -> list[PendingToolCall]:
         """Calls waiting for an answer: all, or one session's (with its sub-agents')."""
+        require_storable("session_id", session_id)
         with self.engine.connect() as conn:
             return reads.list_pending(conn, session_id)
 
@@ -232,6 +235,7 @@ class DBOSAgentExecutor:
         return follow_events(self.database_url, session_id, from_seq, engine=self.engine, **options)
 
     def _session_row(self, session_id: str) -> SessionRecord | None:
+        require_storable("session_id", session_id)
         with self.engine.connect() as conn:
             return reads.get_session_row(conn, session_id)
 

@@ -3,6 +3,14 @@ workflow with its own session, and its result becomes the parent's tool result.
 
 Children start after phase 2, at most ``max_tool_concurrency`` at once, started and awaited
 in call order, so a replay finds every child at the same position.
+
+A child's session id is derived (``<parent>-sub-<call id>``), so another caller may have
+taken it. Right before it starts a child, the parent claims the child's session in a
+checkpointed transaction (``helix_claim_child``): it creates the row with its own id and
+call id as the parent, or finds it created by this very call (a replay). A session that
+exists otherwise is never adopted: no workflow is started or joined, the model gets an
+error result, and that session is not touched. The child's run checks the recorded parent
+again before it begins (``AgentRuntime.begin_run``).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from helix_dbos.durable.scope import RunScope
 from helix_dbos.events import Event, SubAgentEventEvent, SubAgentFinishEvent, SubAgentStartEvent
 from helix_dbos.orchestration import create_sub_agent_result_message
 from helix_dbos.subagents import SubAgentSpec, child_session_id
+from helix_dbos.text import storable
 from helix_dbos.types import SUB_AGENT_TOOL_PREFIX, AgentResult, ParsedSubAgentCall, ToolResultMessage
 
 logger = logging.getLogger("helix_dbos")
@@ -44,6 +53,11 @@ async def run_children(scope: RunScope, calls: list[ParsedSubAgentCall], events:
     for call, request in dispatched:
         if len(running) >= window:
             results.append(await _finish_child(running.pop(0), events))
+        refusal = await asyncio.to_thread(current_runtime().claim_child, request)
+        if refusal is not None:
+            logger.error("subagent.name_taken session=%s call=%s: %s", scope.session_id, call.id, refusal)
+            results.append(_sub_agent_error(call, f"Sub-agent {call.agent_type} was not started: {refusal}"))
+            continue
         with SetWorkflowID(run_workflow_id(request.session_id, 1)):
             handle = await DBOS.start_workflow_async(agent_run_workflow, request.model_dump(mode="json"))
         events.append(SubAgentStartEvent(tool_call_id=call.id, session_id=request.session_id, agent=request.agent_name))
@@ -61,7 +75,7 @@ def child_request(scope: RunScope, call: ParsedSubAgentCall) -> tuple[RunRequest
     if call.parse_error is not None:
         return None, f"Invalid arguments for sub-agent {call.agent_type}: {call.parse_error}"
     try:
-        child_input = tool.sub_agent.child_input(tool.parse_input(call.input))
+        child_input = storable(tool.sub_agent.child_input(tool.parse_input(call.input)))  # an input_mapper's text
     except Exception as exc:
         return None, str(exc)
     request = RunRequest(

@@ -54,6 +54,7 @@ from helix_dbos.orchestration import (
 )
 from helix_dbos.state import StateTracker, apply_step_writes, merge_step_writes, step_writes_to_rfc6902
 from helix_dbos.store.records import ResolvedCall, StepCommit, Terminal, UsageRow
+from helix_dbos.text import storable
 from helix_dbos.types import (
     FINISH_TOOL_NAME,
     AgentResult,
@@ -282,8 +283,8 @@ class AgentLoop:
         return AgentResult(
             session_id=self.scope.session_id,
             status=terminal.status,
-            output=terminal.output,
-            error=terminal.error,
+            output=storable(terminal.output),  # as committed (StepCommit.to_json_payload)
+            error=storable(terminal.error),
             step_count=self.step_count,
             stop_reason=terminal.stop_reason,
         )

@@ -36,11 +36,13 @@ class RunRequest(BaseModel):
 
 
 class RunStart(BaseModel):
-    """What the run's first transaction found: where the run starts in the logs."""
+    """What the run's first transaction found: where the run starts in the logs, or why
+    the run must not touch the session (``refused``; nothing was written)."""
 
-    step_count: int
-    message_seq: int
-    start_seq: int
+    step_count: int = 0
+    message_seq: int = 0
+    start_seq: int = 0
+    refused: str | None = None
 
 
 class ToolOutcome(BaseModel):

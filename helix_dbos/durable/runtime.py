@@ -51,6 +51,11 @@ class AgentRuntime:
         transaction = datasource.transaction
         self.begin_run = transaction(name="helix_begin_run", isolation_level=_READ_COMMITTED)(self._begin_run)
         """``begin_run(request, initial_state) -> RunStart`` (as JSON): claim the session, add the input."""
+        self.claim_child = transaction(name="helix_claim_child", isolation_level=_READ_COMMITTED)(
+            self._claim_child
+        )
+        """``claim_child(request) -> refusal``: create a sub-agent's session for its parent's
+        call before its workflow starts (None), or say why that session is not the call's."""
         self.commit_step = transaction(name="helix_commit_step", isolation_level=_READ_COMMITTED)(self._commit_step)
         """``commit_step(commit) -> interrupted``: one agent step, exactly once."""
         self.fail_run = transaction(name="helix_fail_run", isolation_level=_READ_COMMITTED)(self._fail_run)
@@ -101,6 +106,10 @@ class AgentRuntime:
             )
         sid = request.session_id
         row = writes.lock_session(conn, sid)
+        if row is not None and request.parent_session_id is not None:
+            owner = (row["parent_session_id"], row["parent_tool_call_id"])
+            if owner != (request.parent_session_id, request.parent_tool_call_id):
+                return RunStart(refused=_not_the_child(request, owner)).model_dump(mode="json")
         if row is None:
             if request.kind == "resume":
                 raise SessionNotFoundError(f"no session {sid!r}")
@@ -111,7 +120,7 @@ class AgentRuntime:
             )
             row = writes.lock_session(conn, sid)
             assert row is not None
-        elif row["status"] in ACTIVE_STATUSES or row["run_count"] >= request.run:
+        elif not _claimed_for(request, row) and (row["status"] in ACTIVE_STATUSES or row["run_count"] >= request.run):
             raise SessionBusyError(f"session {sid!r} already has a run in progress (run {row['run_count']})")
         writes.reopen_session(conn, sid, request.run)
         message_count = _add_input_messages(conn, request, row)
@@ -125,6 +134,16 @@ class AgentRuntime:
         )
         start = RunStart(step_count=row["step_count"], message_seq=message_count, start_seq=row["event_seq"] + 1)
         return start.model_dump(mode="json")
+
+    def _claim_child(self, request: RunRequest) -> str | None:
+        assert request.parent_session_id is not None and request.parent_tool_call_id is not None
+        return writes.claim_child_session(
+            self._connection(), session_id=request.session_id, agent_name=request.agent_name,
+            initial_state=self.agent(request.agent_name).initial_state(),
+            root_session_id=request.root_session_id or request.parent_session_id,
+            parent_session_id=request.parent_session_id, parent_tool_call_id=request.parent_tool_call_id,
+            first_workflow_id=run_workflow_id(request.session_id, 1),
+        )
 
     def _commit_step(self, commit: StepCommit) -> bool:
         return writes.commit_step(self._connection(), commit)
@@ -173,6 +192,20 @@ class AgentRuntime:
             return [{"seq": e.seq, "type": e.type, "data": e.data} for e in events]
 
         return retry_transient(load)
+
+
+def _claimed_for(request: RunRequest, row: dict[str, Any]) -> bool:
+    """The row is a sub-agent session its parent claimed for this run, not yet begun."""
+    return request.parent_session_id is not None and row["run_count"] == 0 and row["status"] == SessionStatus.ACTIVE
+
+
+def _not_the_child(request: RunRequest, owner: tuple[str | None, str | None]) -> str:
+    parent, call = owner
+    recorded = f"the session of call {call!r} of {parent!r}" if parent else "not a sub-agent session"
+    return (
+        f"session {request.session_id!r} is not a sub-agent session of {request.parent_session_id!r}"
+        f" (call {request.parent_tool_call_id!r}): it is {recorded}; this run changed nothing"
+    )
 
 
 def _add_input_messages(conn: Any, request: RunRequest, row: dict[str, Any]) -> int:

@@ -19,6 +19,7 @@ from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.events import CustomEvent
 from helix_dbos.llm import generate_with_retry
 from helix_dbos.state import StateTracker
+from helix_dbos.text import storable
 from helix_dbos.tools import ReadOnlyState, Tool, ToolContext
 from helix_dbos.types import Message, ParsedToolCall, StepResult, StepResultAdapter, Usage
 
@@ -36,13 +37,15 @@ class ToolJob:
 
 async def call_llm(agent_name: str, messages: list[Message]) -> dict[str, Any]:
     """The LLM step; transient errors are retried inside it. Its checkpoint is JSON:
-    ``{"result": StepResult, "usage": Usage}`` (read back with :func:`llm_output`)."""
+    ``{"result": StepResult, "usage": Usage}`` (read back with :func:`llm_output`), with
+    text Postgres cannot store replaced (``helix_dbos.text``), so every tool sees the
+    call ids and arguments the transcript records."""
     runtime = current_runtime()
     agent = runtime.agent(agent_name)
     result, usage = await generate_with_retry(
         runtime.llm, messages, agent.tool_specs(), agent.llm_config, agent.output_schema
     )
-    return {"result": result.model_dump(mode="json"), "usage": usage.model_dump(mode="json")}
+    return {"result": storable(result.model_dump(mode="json")), "usage": usage.model_dump(mode="json")}
 
 
 def llm_output(checkpoint: dict[str, Any]) -> tuple[StepResult, Usage]:
@@ -54,7 +57,8 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
     """One tool step: validate the input, run the tool, record its state writes.
 
     A tool that raises (or gets invalid input) becomes an error result: self-healing.
-    Its checkpoint is a :class:`ToolOutcome` as JSON.
+    Its checkpoint is a :class:`ToolOutcome` as JSON, with text Postgres cannot store (in
+    the result, the error, state writes and events) replaced (``helix_dbos.text``).
     """
     agent = current_runtime().agent(job.agent_name)
     tool = agent.get_tool(job.call.name)
@@ -82,7 +86,7 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
     outcome.events = events
     if outcome.writes:
         await fire_hook(agent.hooks, "on_state_change", tracker.get_state(), ctx)
-    return outcome.model_dump(mode="json")
+    return storable(outcome.model_dump(mode="json"))
 
 
 def evaluate_approval(jobs: list[ToolJob]) -> list[str]:

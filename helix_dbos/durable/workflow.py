@@ -18,6 +18,7 @@ from helix_dbos.durable.loop import AgentLoop
 from helix_dbos.durable.requests import WORKFLOW_NAME, RunRequest, RunStart, run_workflow_id
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
+from helix_dbos.text import storable
 from helix_dbos.types import AgentResult
 
 logger = logging.getLogger("helix_dbos")
@@ -34,11 +35,15 @@ async def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
     runtime = current_runtime()
     agent = runtime.agent(req.agent_name)
     start = RunStart.model_validate(await asyncio.to_thread(runtime.begin_run, req, agent.initial_state()))
+    if start.refused is not None:
+        return AgentResult(session_id=req.session_id, status="failed", error=start.refused, stop_reason="error").model_dump(
+            mode="json"
+        )
     try:
         result = await AgentLoop(RunScope(agent, req)).run(start)
     except Exception as exc:  # DBOS's cancellation is a BaseException and passes through
         logger.exception("run %s of session %s failed", req.run, req.session_id)  # a bug, shown, not swallowed
-        error = f"{type(exc).__name__}: {exc}"
+        error = storable(f"{type(exc).__name__}: {exc}")
         await asyncio.to_thread(runtime.fail_run, req, error)
         result = AgentResult(session_id=req.session_id, status="failed", error=error, stop_reason="error")
     return result.model_dump(mode="json")

@@ -44,6 +44,7 @@ from helix_dbos.state.rfc6902 import JsonPatchOperation, step_writes_to_rfc6902
 from helix_dbos.state.values import to_node
 from helix_dbos.state.views import StateDict
 from helix_dbos.state.writes import StepWrites
+from helix_dbos.text import find_unstorable, storable
 
 
 class StateTracker:
@@ -121,8 +122,16 @@ class StateTracker:
 
 
 def _validate(schema: type[BaseModel], state: dict[str, Any]) -> None:
+    """Check ``state`` against ``schema`` as JSON, as it will be stored: a lone surrogate
+    (which JSON cannot carry, and helix_dbos.text replaces when the step is recorded) is
+    validated as U+FFFD."""
     try:
-        schema.model_validate_json(json.dumps(state, default=_encode_node))
+        try:
+            schema.model_validate_json(json.dumps(state, default=_encode_node))
+        except ValidationError:
+            if find_unstorable(state) is None:
+                raise
+            schema.model_validate_json(json.dumps(storable(state), default=_encode_node))
     except ValidationError as error:
         raise StateValidationError(
             f"state does not match {schema.__name__}: {error}", error.errors(include_url=False)

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from helix_dbos.events import Event, parse_event
+from helix_dbos.text import storable
 from helix_dbos.types import AgentStatus, Message, SessionStatus
 
 
@@ -227,8 +228,10 @@ class StepCommit(BaseModel):
     resolved: list[ResolvedCall] = Field(default_factory=list)
 
     def to_json_payload(self) -> dict[str, Any]:
-        """The jsonb argument of ``helix.commit_step``."""
+        """The jsonb argument of ``helix.commit_step``. The run's own text is made storable
+        where it is produced (the LLM and tool steps); what workflow code derives from it
+        (a ``finish_with_transform``, a child's error) is made storable here."""
         payload = self.model_dump(mode="json", exclude={"messages", "events"})
         payload["messages"] = [m.model_dump(mode="json", exclude_none=True) for m in self.messages]
         payload["events"] = [e.to_row() for e in self.events]
-        return payload
+        return storable(payload)

@@ -21,8 +21,8 @@ def lock_session(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
     """Select the session row FOR UPDATE (None when absent)."""
     row = conn.execute(
         sa.text(
-            "SELECT id, agent_name, status, step_count, run_count, message_count, event_seq"
-            " FROM helix.sessions WHERE id = :id FOR UPDATE"
+            "SELECT id, agent_name, status, step_count, run_count, message_count, event_seq,"
+            " parent_session_id, parent_tool_call_id FROM helix.sessions WHERE id = :id FOR UPDATE"
         ),
         {"id": session_id},
     ).mappings().first()
@@ -56,6 +56,47 @@ def insert_session(
     conn.execute(
         sa.text("INSERT INTO helix.state_snapshots (session_id, step, state) VALUES (:id, 0, CAST(:s AS jsonb))"),
         {"id": session_id, "s": to_json(initial_state)},
+    )
+
+
+def claim_child_session(
+    conn: sa.Connection,
+    *,
+    session_id: str,
+    agent_name: str,
+    initial_state: dict[str, Any],
+    root_session_id: str,
+    parent_session_id: str,
+    parent_tool_call_id: str,
+    first_workflow_id: str,
+) -> str | None:
+    """Create a sub-agent's session for its parent's call, or find it already created by
+    that call; None when the session is the call's, else why it is not (and nothing is
+    written): a session of that id exists with another parent or none, or a run of it was
+    queued before its row was written (``first_workflow_id`` exists)."""
+    inserted = conn.execute(
+        sa.text(
+            "INSERT INTO helix.sessions (id, agent_name, root_session_id, parent_session_id, parent_tool_call_id)"
+            " SELECT :id, :agent, :root, :parent, :ptc"
+            " WHERE NOT EXISTS (SELECT 1 FROM dbos.workflow_status WHERE workflow_uuid = :wf)"
+            " ON CONFLICT (id) DO NOTHING RETURNING id"
+        ),
+        {"id": session_id, "agent": agent_name, "root": root_session_id, "parent": parent_session_id,
+         "ptc": parent_tool_call_id, "wf": first_workflow_id},
+    ).first()
+    if inserted is not None:
+        conn.execute(
+            sa.text("INSERT INTO helix.state_snapshots (session_id, step, state) VALUES (:id, 0, CAST(:s AS jsonb))"),
+            {"id": session_id, "s": to_json(initial_state)},
+        )
+        return None
+    owner = conn.execute(
+        sa.text("SELECT parent_session_id, parent_tool_call_id FROM helix.sessions WHERE id = :id"), {"id": session_id}
+    ).first()
+    if owner is not None and tuple(owner) == (parent_session_id, parent_tool_call_id):
+        return None
+    return f"session {session_id!r} already exists and was not created by this call" + (
+        "" if owner is not None else " (a run of it was started before)"
     )
 
 

@@ -73,5 +73,6 @@ def test_sub_agent_run_records_the_child_workflow(executor: Any) -> None:
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     steps = recorded_steps(handle.workflow_id)
     assert steps[:2] == ["helix_begin_run", "llm"]
-    assert steps[2] == "helix_agent_run"  # the child's workflow, started as a child of this run
-    assert steps[3:] == ["DBOS.getResult", "helix_commit_step", "llm", "helix_commit_step"]
+    assert steps[2] == "helix_claim_child"  # the child's session, created for this call first
+    assert steps[3] == "helix_agent_run"  # the child's workflow, started as a child of this run
+    assert steps[4:] == ["DBOS.getResult", "helix_commit_step", "llm", "helix_commit_step"]

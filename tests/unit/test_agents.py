@@ -322,6 +322,10 @@ class NeedsValue(BaseModel):
     required: int
 
 
+class UnstorableDefault(BaseModel):
+    notes: dict[str, list[str]] = {"ok": ["fine", "nul\x00here"]}
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
@@ -337,6 +341,7 @@ class NeedsValue(BaseModel):
         ({"output_schema": ScoreList}, "not a RootModel"),
         ({"state_schema": NeedsValue}, "every field of state_schema needs a default"),
         ({"state_schema": {"a": 1}}, "state_schema must be a pydantic model class"),
+        ({"state_schema": UnstorableDefault}, r"initial state .*state\.notes\.ok\[1\] has NUL \(U\+0000\) at position 3"),
         ({"max_steps": 0}, "max_steps must be an integer >= 1"),
         ({"max_tool_concurrency": 0}, "max_tool_concurrency must be an integer >= 1"),
         ({"stop_when": [3]}, "stop_when must be a stop condition"),

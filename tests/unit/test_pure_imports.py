@@ -9,7 +9,7 @@ FORBIDDEN = ("dbos", "psycopg", "litellm", "sqlalchemy")
 PROBE = f"""
 import sys
 import helix_dbos.orchestration, helix_dbos.agents, helix_dbos.tools, helix_dbos.state
-import helix_dbos.types, helix_dbos.errors, helix_dbos.events, helix_dbos.answers, helix_dbos.subagents
+import helix_dbos.types, helix_dbos.errors, helix_dbos.events, helix_dbos.answers, helix_dbos.subagents, helix_dbos.text
 loaded = sorted({{name.split(".")[0] for name in sys.modules}} & set({FORBIDDEN!r}))
 print(",".join(loaded))
 """
