@@ -18,6 +18,7 @@ _EXPORTS: dict[str, str] = {
     # defining agents and tools
     "AgentConfig": "helix_dbos.agents",
     "AgentHooks": "helix_dbos.agents",
+    "AbortSignal": "helix_dbos.tools",
     "HookContext": "helix_dbos.tools",
     "Tool": "helix_dbos.tools",
     "ToolContext": "helix_dbos.tools",

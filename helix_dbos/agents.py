@@ -42,7 +42,7 @@ from helix_dbos.orchestration.stop_conditions import (
 )
 from helix_dbos.orchestration.validation import to_json_value
 from helix_dbos.text import find_unstorable
-from helix_dbos.tools import TOOL_NAME_PATTERN, AgentDefinitionError, Tool
+from helix_dbos.tools import TOOL_NAME_PATTERN, AgentDefinitionError, Tool, is_positive_seconds
 from helix_dbos.types import FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, LLMConfig, ToolSpec
 
 FINISH_TOOL_DESCRIPTION = (
@@ -125,6 +125,8 @@ class AgentConfig:
     stop_when: tuple[StopCondition, ...]
     max_tool_concurrency: int
     hooks: AgentHooks
+    tool_timeout: float | None = None
+    """Seconds each executed tool call may run, for tools without their own ``timeout``."""
     finish_tool: Tool | None = field(init=False)
     """The injected ``__finish__`` tool: present when there is an ``output_schema`` and no
     finish_with tool."""
@@ -161,6 +163,10 @@ class AgentConfig:
     def tool_specs(self) -> list[ToolSpec]:
         return [tool.spec() for tool in self.all_tools()]
 
+    def timeout_of(self, tool: Tool) -> float | None:
+        """How long a call of ``tool`` may run: its own ``timeout``, else ``tool_timeout``."""
+        return tool.timeout if tool.timeout is not None else self.tool_timeout
+
     def get_tool(self, name: str) -> Tool | None:
         """The tool named ``name`` (including ``__finish__``), or ``None`` if there is none."""
         return next((tool for tool in self.all_tools() if tool.name == name), None)
@@ -191,6 +197,7 @@ def define_agent(
     stop_when: StopCondition | Sequence[StopCondition] | None = None,
     max_tool_concurrency: int = 5,
     hooks: AgentHooks | None = None,
+    tool_timeout: float | None = None,
 ) -> AgentConfig:
     """Define an agent.
 
@@ -200,6 +207,7 @@ def define_agent(
     - ``state_schema``: the custom state; every field needs a default.
     - ``llm_config``: an :class:`LLMConfig`, a dict of its fields, or a litellm model string.
     - ``stop_when``: one stop condition or a list, OR-ed with ``max_steps``.
+    - ``tool_timeout``: seconds a tool call may run when its tool sets no ``timeout``.
 
     Raises :class:`AgentDefinitionError` for bad names, duplicate or reserved tool names,
     non-pydantic schemas, a state schema without defaults, and bad limits.
@@ -215,6 +223,7 @@ def define_agent(
         stop_when=tuple(as_stop_condition_list(stop_when)),
         max_tool_concurrency=max_tool_concurrency,
         hooks=hooks if hooks is not None else AgentHooks(),
+        tool_timeout=tool_timeout,
     )
 
 
@@ -248,6 +257,8 @@ def _validate_agent(agent: AgentConfig) -> None:
         fail("max_steps must be an integer >= 1")
     if not isinstance(agent.max_tool_concurrency, int) or agent.max_tool_concurrency < 1:
         fail("max_tool_concurrency must be an integer >= 1")
+    if agent.tool_timeout is not None and not is_positive_seconds(agent.tool_timeout):
+        fail("tool_timeout must be a positive number of seconds")
     if not all(callable(condition) for condition in agent.stop_when):
         fail("stop_when must be a stop condition or a list of them")
     if not isinstance(agent.hooks, AgentHooks):

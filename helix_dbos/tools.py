@@ -16,7 +16,8 @@
         return {"city": city, "temp_c": 22}
 
 ``execute`` may be sync or async and receives the validated input model and a
-:class:`ToolContext`. ``execute="client"`` makes a client-executed tool: the runtime
+:class:`ToolContext`. ``timeout`` (seconds; else the agent's ``tool_timeout``) bounds a
+call: at the deadline ``ctx.abort_signal`` is set and the model gets an error result. ``execute="client"`` makes a client-executed tool: the runtime
 suspends and waits for the result to be submitted (seed 004). ``finish_with=True`` makes
 a tool whose successful output completes the agent (seed 003). ``require_approval``
 gates a call on a human decision (seed 004).
@@ -28,11 +29,14 @@ This module does no I/O; the runtime calls :meth:`Tool.parse_input`,
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 import inspect
 import logging
+import math
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn, Protocol, get_type_hints, overload
@@ -124,13 +128,85 @@ class _Emitted:
         return iter(())
 
 
+AbortReason = Literal["timeout", "interrupt", "abort"]
+"""Why a tool call was asked to stop: its deadline passed, or its run was interrupted or aborted."""
+
+
+class AbortSignal:
+    """Set when a running tool call should stop: ``ctx.abort_signal``.
+
+    A sync tool polls it or sleeps on it; an async tool awaits it (and is cancelled at its
+    next ``await`` if it does not return)::
+
+        def crawl(input, ctx):
+            for url in input.urls:
+                if ctx.abort_signal.wait(0):      # or ctx.abort_signal.is_set()
+                    break
+                fetch(url)
+
+        async def watch(input, ctx):
+            await ctx.abort_signal.wait_async(timeout=60)
+            return {"stopped_by": ctx.abort_signal.reason}
+
+    ``reason`` is ``"timeout"``, ``"interrupt"`` or ``"abort"`` (the first one set wins).
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[AbortReason], None]] = []
+        self.reason: AbortReason | None = None
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def set(self, reason: AbortReason) -> bool:
+        """Ask the call to stop; False when it already was asked (the first reason stays)."""
+        with self._lock:
+            if self._event.is_set():
+                return False
+            self.reason = reason
+            self._event.set()
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(reason)
+        return True
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block the calling thread until the signal is set or ``timeout`` passes; whether it is set."""
+        return self._event.wait(timeout)
+
+    async def wait_async(self, timeout: float | None = None) -> bool:
+        """Await the signal (or ``timeout``) without blocking the event loop; whether it is set."""
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+        self.add_listener(lambda _: loop.call_soon_threadsafe(woken.set))
+        try:
+            await asyncio.wait_for(woken.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        return self.is_set()
+
+    def add_listener(self, listener: Callable[[AbortReason], None]) -> None:
+        """Call ``listener(reason)`` when the signal is set (now, if it already is), from
+        the thread that sets it."""
+        with self._lock:
+            if not self._event.is_set():
+                self._listeners.append(listener)
+                return
+            reason = self.reason
+        assert reason is not None
+        listener(reason)
+
+
 class ToolContext(HookContext):
     """The context a tool's ``execute`` receives. Built by the runtime::
 
         ctx = ToolContext(session_id, tool_call_id, agent_name, step, tracker, emit=None)
 
-    Besides :class:`HookContext`, it knows the ``tool_call_id`` and can :meth:`emit`
-    custom stream events; they are kept, in order, in :attr:`events`.
+    Besides :class:`HookContext`, it knows the ``tool_call_id``, can :meth:`emit` custom
+    stream events (kept, in order, in :attr:`events`), and has the call's
+    :class:`AbortSignal` in :attr:`abort_signal`.
     """
 
     def __init__(
@@ -141,10 +217,12 @@ class ToolContext(HookContext):
         step: int,
         tracker: StateTrackerLike,
         emit: EmitFn | None = None,
+        abort_signal: AbortSignal | None = None,
     ) -> None:
         super().__init__(session_id, agent_name, step, tracker)
         self.tool_call_id = tool_call_id
         self.events: list[ToolEvent] = []
+        self.abort_signal = abort_signal if abort_signal is not None else AbortSignal()
         self._emit = emit
 
     def emit(self, event_type: str, data: Any = None) -> _Emitted:
@@ -188,6 +266,8 @@ class Tool:
     strict: bool = False
     approval_timeout: float | None = None
     client_timeout: float | None = None
+    timeout: float | None = None
+    """Seconds a call may run before it becomes a timeout error (None: the agent's ``tool_timeout``)."""
     sub_agent: Any = None
 
     def __post_init__(self) -> None:
@@ -319,9 +399,16 @@ def _validate_tool(tool: Tool) -> None:
         fail("approval_timeout requires require_approval")
     if tool.client_timeout is not None and not tool.is_client:
         fail("client_timeout requires execute='client'")
-    for timeout in (tool.approval_timeout, tool.client_timeout):
-        if timeout is not None and timeout <= 0:
+    if tool.timeout is not None and not callable(tool.execute):
+        fail("timeout applies to tools the server executes (a client tool has client_timeout)")
+    for timeout in (tool.approval_timeout, tool.client_timeout, tool.timeout):
+        if timeout is not None and not is_positive_seconds(timeout):
             fail("timeouts must be positive numbers of seconds")
+
+
+def is_positive_seconds(value: Any) -> bool:
+    """A usable timeout: a finite number of seconds above zero (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def _is_model_class(value: Any) -> bool:
@@ -351,13 +438,18 @@ def define_tool(
     strict: bool = False,
     approval_timeout: float | None = None,
     client_timeout: float | None = None,
+    timeout: float | None = None,
 ) -> Tool:
     """Define a tool. Raises :class:`AgentDefinitionError` for invalid combinations:
-    a missing ``execute``; ``execute="client"`` with ``finish_with`` or
-    ``require_approval``; ``finish_with`` with ``require_approval``.
+    a missing ``execute``; ``execute="client"`` with ``finish_with``, ``require_approval``
+    or ``timeout``; ``finish_with`` with ``require_approval``; a timeout that is not a
+    positive number.
 
     ``approval_timeout`` / ``client_timeout`` are in seconds: how long the runtime waits
     for a decision / a client result before answering the call with a timeout error.
+    ``timeout`` is how long ``execute`` may run (default: the agent's ``tool_timeout``,
+    else no limit); then ``ctx.abort_signal`` is set and the model gets
+    ``Tool 'name' timed out after Ns``.
     """
     if execute is None:
         raise AgentDefinitionError(
@@ -375,6 +467,7 @@ def define_tool(
         strict=strict,
         approval_timeout=approval_timeout,
         client_timeout=client_timeout,
+        timeout=timeout,
     )
 
 
@@ -396,6 +489,7 @@ def tool(
     require_approval: bool | ApprovalPredicate = False,
     strict: bool = False,
     approval_timeout: float | None = None,
+    timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -411,6 +505,7 @@ def tool(
     require_approval: bool | ApprovalPredicate = False,
     strict: bool = False,
     approval_timeout: float | None = None,
+    timeout: float | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of a typed function, sync or async::
 
@@ -441,6 +536,7 @@ def tool(
             require_approval=require_approval,
             strict=strict,
             approval_timeout=approval_timeout,
+            timeout=timeout,
         )
 
     return decorate if fn is None else decorate(fn)

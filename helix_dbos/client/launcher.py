@@ -39,7 +39,7 @@ def application_version(app_name: str, version: str = "1") -> str:
     that says so)::
 
         >>> application_version("billing", "3")
-        'billing-3+helix1'
+        'billing-3+helix4'   # under workflow protocol 4
     """
     return f"{app_name}-{version}+helix{WORKFLOW_PROTOCOL_VERSION}"
 

@@ -21,6 +21,7 @@ from dbos import SQLAlchemyDatasource
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos.durable.requests import RunRequest, RunStart, run_workflow_id
+from helix_dbos.durable.tool_watch import RunWatch
 from helix_dbos.errors import (
     AgentNotRegisteredError,
     ConfigurationError,
@@ -32,7 +33,7 @@ from helix_dbos.events import ApprovalRequestEvent, ClientToolRequestEvent, Erro
 from helix_dbos.llm import LLMAdapter
 from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_finish_tool_result
 from helix_dbos.store import reads, writes
-from helix_dbos.store.records import StepCommit
+from helix_dbos.store.records import RecordedOutcome, StepCommit
 from helix_dbos.store.transient import retry_transient
 from helix_dbos.subagents import sub_agents_of
 from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus, UserMessage
@@ -48,6 +49,8 @@ class AgentRuntime:
         self.datasource = datasource
         self.engine = datasource.engine
         self._agents: dict[str, AgentConfig] = {}
+        self.run_watch = RunWatch(self.engine)
+        """Tells this process's running tools when their run is interrupted or aborted."""
         transaction = datasource.transaction
         self.begin_run = transaction(name="helix_begin_run", isolation_level=_READ_COMMITTED)(self._begin_run)
         """``begin_run(request, initial_state) -> RunStart`` (as JSON): claim the session, add the input."""
@@ -171,6 +174,26 @@ class AgentRuntime:
 
     def _collect_answers(self, session_id: str, tool_call_ids: list[str]) -> dict[str, Any]:
         return writes.collect_answers(self._connection(), session_id, tool_call_ids).model_dump(mode="json")
+
+    # --- the outcomes of tool calls (store/sql/006), written and read by tool steps ----------
+
+    def record_tool_outcome(self, row: RecordedOutcome) -> None:
+        """Record how a call ended, the moment it did (retried on connection faults)."""
+
+        def write() -> None:
+            with self.engine.begin() as conn:
+                writes.record_tool_outcome(conn, row)
+
+        retry_transient(write)
+
+    def recorded_tool_outcome(self, session_id: str, step: int, tool_call_id: str, call_digest: str) -> dict[str, Any] | None:
+        """The outcome recorded for this exact call, or None (retried on connection faults)."""
+
+        def read() -> dict[str, Any] | None:
+            with self.engine.connect() as conn:
+                return reads.recorded_tool_outcome(conn, session_id, step, tool_call_id, call_digest)
+
+        return retry_transient(read)
 
     # --- reads of workflow code (immutable history, so safe to repeat on replay) -------------
 

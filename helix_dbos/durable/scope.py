@@ -50,7 +50,7 @@ class RunScope:
         return found
 
     def job(self, step_no: int, call: ParsedToolCall, base_state: Any) -> ToolJob:
-        return ToolJob(self.agent.name, self.session_id, step_no, call, base_state)
+        return ToolJob(self.agent.name, self.session_id, self.request.run, step_no, call, base_state)
 
     def hook_context(self, step_no: int, state: Any) -> HookContext:
         """What post-commit hooks see: the committed state, read-only."""

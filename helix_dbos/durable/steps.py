@@ -8,19 +8,19 @@ JSON-able arguments and the process's :class:`AgentRuntime`.
 from __future__ import annotations
 
 import asyncio
-import inspect
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.requests import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
+from helix_dbos.durable.tool_call import ToolCall, call_digest, run_call
 from helix_dbos.events import CustomEvent
 from helix_dbos.llm import generate_with_retry
 from helix_dbos.state import StateTracker
+from helix_dbos.store.records import RecordedOutcome
 from helix_dbos.text import storable
-from helix_dbos.tools import ReadOnlyState, Tool, ToolContext
+from helix_dbos.tools import ReadOnlyState, ToolContext
 from helix_dbos.types import Message, ParsedToolCall, StepResult, StepResultAdapter, Usage
 
 
@@ -30,6 +30,7 @@ class ToolJob:
 
     agent_name: str
     session_id: str
+    run: int
     step: int
     call: ParsedToolCall
     base_state: dict[str, Any]
@@ -54,16 +55,23 @@ def llm_output(checkpoint: dict[str, Any]) -> tuple[StepResult, Usage]:
 
 
 async def run_tool(job: ToolJob) -> dict[str, Any]:
-    """One tool step: validate the input, run the tool, record its state writes.
+    """One tool step: validate the input, run the tool within its lifetime (timeout,
+    interrupt, abort: durable/tool_call.py), record its state writes.
 
-    A tool that raises (or gets invalid input) becomes an error result: self-healing.
-    Its checkpoint is a :class:`ToolOutcome` as JSON, with text Postgres cannot store (in
-    the result, the error, state writes and events) replaced (``helix_dbos.text``).
+    A tool that raises, times out or gets invalid input becomes an error result:
+    self-healing. An outcome recorded when the tool ended (the step ran before, and its
+    checkpoint was not saved) is returned without running the tool again. Its checkpoint
+    is a :class:`ToolOutcome` as JSON, with text Postgres cannot store (in the result,
+    the error, state writes and events) replaced (``helix_dbos.text``).
     """
-    agent = current_runtime().agent(job.agent_name)
+    runtime = current_runtime()
+    agent = runtime.agent(job.agent_name)
     tool = agent.get_tool(job.call.name)
     assert tool is not None, "the loop only schedules known tools"
-    started = time.perf_counter()
+    key = (job.session_id, job.step, job.call.id, call_digest(job.call))
+    recorded = await asyncio.to_thread(runtime.recorded_tool_outcome, *key)
+    if recorded is not None:
+        return recorded
     events: list[dict[str, Any]] = []
 
     def emit(name: str, data: Any) -> None:
@@ -71,21 +79,29 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
 
     tracker = StateTracker(job.base_state, array_delta_mode=True, schema=agent.state_schema)
     ctx = ToolContext(job.session_id, job.call.id, agent.name, job.step, tracker, emit=emit)
-    outcome = ToolOutcome(tool_call_id=job.call.id, tool_name=tool.name, success=False)
+    call = ToolCall(tool, job.call, ctx, tracker, key, events)
     try:
         if job.call.parse_error is not None:
             raise ValueError(f"Invalid arguments for tool '{tool.name}': {job.call.parse_error}")
         tool_input = tool.parse_input(job.call.arguments)
-        await fire_hook(agent.hooks, "before_tool", job.call, ctx)
-        outcome.result = tool.dump_output(await _execute(tool, tool_input, ctx))
-        outcome.writes = list(tracker.get_step_writes())
-        outcome.success = True
     except Exception as exc:
-        outcome.error = str(exc) or type(exc).__name__
-    outcome.ms = (time.perf_counter() - started) * 1000
-    outcome.events = events
+        return _checkpoint(call.failed(exc))
+    await fire_hook(agent.hooks, "before_tool", job.call, ctx)
+
+    def record(outcome: ToolOutcome) -> None:
+        runtime.record_tool_outcome(RecordedOutcome(
+            session_id=job.session_id, step=job.step, tool_call_id=job.call.id, run=job.run,
+            tool_name=tool.name, call_digest=key[3], outcome=_checkpoint(outcome),
+        ))
+
+    outcome = await run_call(call, tool_input, agent.timeout_of(tool), runtime.run_watch, job.run, record)
     if outcome.writes:
         await fire_hook(agent.hooks, "on_state_change", tracker.get_state(), ctx)
+    return _checkpoint(outcome)
+
+
+def _checkpoint(outcome: ToolOutcome) -> dict[str, Any]:
+    """A tool outcome as the JSON its step checkpoints and records, storable in Postgres."""
     return storable(outcome.model_dump(mode="json"))
 
 
@@ -106,12 +122,3 @@ def evaluate_approval(jobs: list[ToolJob]) -> list[str]:
         if tool.needs_approval(tool_input, ctx):
             needing.append(job.call.id)
     return needing
-
-
-async def _execute(tool: Tool, tool_input: Any, ctx: ToolContext) -> Any:
-    """Run the tool: async bodies on the loop, sync bodies on a worker thread."""
-    if inspect.iscoroutinefunction(tool.execute):
-        return await tool.run(tool_input, ctx)
-    assert callable(tool.execute)
-    result = await asyncio.to_thread(tool.execute, tool_input, ctx)
-    return await result if inspect.isawaitable(result) else result

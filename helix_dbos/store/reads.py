@@ -265,3 +265,38 @@ def _add_usage_row(summary: UsageSummary, r: Any) -> None:
         summary.tool_ms += float(r["ms"] or 0)
     else:
         summary.client_tool_wait_ms += float(r["ms"] or 0)
+
+
+def recorded_tool_outcome(
+    conn: sa.Connection, session_id: str, step: int, tool_call_id: str, call_digest: str
+) -> dict[str, Any] | None:
+    """The recorded outcome of this exact call (store/sql/006), or None."""
+    return conn.execute(
+        sa.text(
+            "SELECT outcome FROM helix.tool_outcomes"
+            " WHERE session_id = :s AND step = :n AND tool_call_id = :c AND call_digest = :d"
+        ),
+        {"s": session_id, "n": step, "c": tool_call_id, "d": call_digest},
+    ).scalar_one_or_none()
+
+
+def stopped_runs(conn: sa.Connection, runs: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
+    """Which of these runs (session id, run number) should stop their running tools, and
+    why: ``"abort"`` when the run is no longer in progress (aborted, cancelled, failed),
+    ``"interrupt"`` when an interrupt was requested."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT id, run_count, status = ANY (helix.active_statuses()) AS active, interrupt_requested"
+            " FROM helix.sessions WHERE id = ANY (:ids)"
+        ),
+        {"ids": sorted({session_id for session_id, _ in runs})},
+    ).mappings()
+    found = {row["id"]: row for row in rows}
+    stopped: dict[tuple[str, int], str] = {}
+    for session_id, run in runs:
+        row = found.get(session_id)
+        if row is None or row["run_count"] != run or not row["active"]:
+            stopped[(session_id, run)] = "abort"
+        elif row["interrupt_requested"]:
+            stopped[(session_id, run)] = "interrupt"
+    return stopped

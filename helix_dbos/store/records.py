@@ -227,6 +227,11 @@ class StepCommit(BaseModel):
     terminal: Terminal | None = None
     resolved: list[ResolvedCall] = Field(default_factory=list)
 
+    @property
+    def has_tool_results(self) -> bool:
+        """Whether the step answered tool calls (then it may have recorded tool outcomes)."""
+        return any(m.role == "tool" for m in self.messages)
+
     def to_json_payload(self) -> dict[str, Any]:
         """The jsonb argument of ``helix.commit_step``. The run's own text is made storable
         where it is produced (the LLM and tool steps); what workflow code derives from it
@@ -235,3 +240,20 @@ class StepCommit(BaseModel):
         payload["messages"] = [m.model_dump(mode="json", exclude_none=True) for m in self.messages]
         payload["events"] = [e.to_row() for e in self.events]
         return storable(payload)
+
+
+class RecordedOutcome(BaseModel):
+    """How one tool call ended, recorded when it did (``helix.tool_outcomes``, store/sql/006).
+
+    ``call_digest`` fingerprints the call's name and arguments, so an outcome is reused
+    only for the very call that produced it; ``outcome`` is the tool step's ``ToolOutcome``
+    as JSON.
+    """
+
+    session_id: str
+    step: int
+    tool_call_id: str
+    run: int
+    tool_name: str
+    call_digest: str
+    outcome: dict[str, Any]

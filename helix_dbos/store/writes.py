@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from helix_dbos.events import Event
 from helix_dbos.store.engine import to_json
-from helix_dbos.store.records import AnswerWindow, StepCommit, WaitState
+from helix_dbos.store.records import AnswerWindow, RecordedOutcome, StepCommit, WaitState
 from helix_dbos.types import Message
 
 
@@ -152,14 +152,34 @@ def append_events(conn: sa.Connection, session_id: str, run: int, step: int, eve
 
 
 def commit_step(conn: sa.Connection, commit: StepCommit) -> bool:
-    """Commit one agent step with one statement (``helix.commit_step`` in store/sql/002).
+    """Commit one agent step with one statement (``helix.commit_step`` in store/sql/002),
+    and drop the step's recorded tool outcomes (:func:`record_tool_outcome`), which its
+    checkpoints now hold.
 
     Returns True when an interrupt requested by anyone ended the run at this step.
     """
     result: dict[str, Any] = conn.execute(
         sa.text("SELECT helix.commit_step(CAST(:p AS jsonb))"), {"p": to_json(commit.to_json_payload())}
     ).scalar_one()
+    if commit.has_tool_results:
+        conn.execute(
+            sa.text("DELETE FROM helix.tool_outcomes WHERE session_id = :s AND step = :n"),
+            {"s": commit.session_id, "n": commit.step},
+        )
     return bool(result["interrupted"])
+
+
+def record_tool_outcome(conn: sa.Connection, outcome: RecordedOutcome) -> None:
+    """Record how a tool call ended, as soon as it did (store/sql/006); the first record
+    of a call stays."""
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.tool_outcomes (session_id, step, tool_call_id, run, tool_name, call_digest, outcome)"
+            " VALUES (:session_id, :step, :tool_call_id, :run, :tool_name, :call_digest, CAST(:outcome AS jsonb))"
+            " ON CONFLICT DO NOTHING"
+        ),
+        {**outcome.model_dump(exclude={"outcome"}), "outcome": to_json(outcome.outcome)},
+    )
 
 
 def end_run(

@@ -1,0 +1,203 @@
+"""One tool call's lifetime inside its step: a deadline, interrupt and abort.
+
+The step waits for the tool body until the first of: the body ends, the call's
+``timeout`` passes, or its run is interrupted or aborted (:class:`RunWatch`). Each sets
+``ctx.abort_signal``. On a timeout the call ends at once as an error result the model
+sees (``Tool 'x' timed out after 2s``); on an interrupt or abort the body gets
+:data:`STOP_GRACE_SECONDS` to return, then the call ends as an error result.
+
+Python cannot stop a thread: a synchronous body runs on a daemon thread of its own, which
+the step stops waiting for; it runs on until it returns or the process exits, and does
+not keep the process alive. An async body is a task on the workflow's loop and is
+cancelled (``CancelledError`` at its next ``await``).
+
+Whenever a body ends, its outcome is recorded at once (``helix.tool_outcomes``,
+store/sql/006), even when the step no longer waits for it, and a step that finds its
+call's outcome recorded returns it without running the tool: a tool that finished is
+never run again by a resume of its run. A body still running in this process when its
+step runs again (an abort, then ``helix-dbos resume``) is joined, not started twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import hashlib
+import inspect
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from helix_dbos.durable.requests import ToolOutcome
+from helix_dbos.durable.tool_watch import RunWatch
+from helix_dbos.state import StateTracker
+from helix_dbos.tools import AbortReason, Tool, ToolContext
+from helix_dbos.types import ParsedToolCall
+
+logger = logging.getLogger("helix_dbos")
+
+STOP_GRACE_SECONDS = 1.0
+"""How long a tool may still take to return once its run is interrupted or aborted."""
+
+Recorder = Callable[[ToolOutcome], None]
+"""Records a call's outcome the moment its body ends (from any thread)."""
+
+CallKey = tuple[str, int, str, str]
+"""(session id, step, tool call id, call digest)."""
+
+_threads: dict[CallKey, concurrent.futures.Future[ToolOutcome]] = {}
+"""Synchronous bodies running in this process, by call; a body removes itself when it ends."""
+_threads_lock = threading.Lock()
+
+
+def call_digest(call: ParsedToolCall) -> str:
+    """A fingerprint of the call's name and arguments: a recorded outcome is reused only
+    for the call that produced it."""
+    text = json.dumps([call.name, call.arguments, call.parse_error], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass
+class ToolCall:
+    """One call of ``tool`` in a tool step: its context and how its outcome is built."""
+
+    tool: Tool
+    call: ParsedToolCall
+    ctx: ToolContext
+    tracker: StateTracker
+    key: CallKey
+    events: list[dict[str, Any]]
+    """The custom events the body emitted (``ctx.emit`` appends to this list)."""
+    started: float = field(default_factory=time.perf_counter)
+
+    def returned(self, value: Any) -> ToolOutcome:
+        """The outcome of a body that returned ``value`` (an ``output_schema`` mismatch is an error)."""
+        try:
+            result = self.tool.dump_output(value)
+        except Exception as exc:
+            return self.failed(exc)
+        return self._outcome(success=True, result=result, writes=list(self.tracker.get_step_writes()))
+
+    def failed(self, exc: BaseException) -> ToolOutcome:
+        """The outcome of a call that raised (or got invalid input): an error the model sees."""
+        return self._outcome(success=False, error=str(exc) or type(exc).__name__)
+
+    def stopped(self, reason: AbortReason, timeout: float | None) -> ToolOutcome:
+        """The outcome of a call the step stopped waiting for."""
+        if reason == "timeout":
+            error = f"Tool '{self.tool.name}' timed out after {timeout:g}s"
+        else:
+            how = "interrupted" if reason == "interrupt" else "aborted"
+            error = f"Tool '{self.tool.name}' did not return: its run was {how}"
+        return self._outcome(success=False, error=error)
+
+    def _outcome(self, **fields: Any) -> ToolOutcome:
+        return ToolOutcome(
+            tool_call_id=self.call.id, tool_name=self.tool.name, ms=(time.perf_counter() - self.started) * 1000,
+            events=list(self.events), **fields,
+        )
+
+
+async def run_call(call: ToolCall, tool_input: Any, timeout: float | None, watch: RunWatch, run: int,
+                   record: Recorder) -> ToolOutcome:
+    """Run the call's body (or join the same call still running here) and wait for it
+    within its lifetime; the outcome the step checkpoints."""
+    signal = call.ctx.abort_signal
+    ending = _running(call.key) or _start(call, tool_input, record)
+    ended = asyncio.wrap_future(ending) if isinstance(ending, concurrent.futures.Future) else ending
+    loop = asyncio.get_running_loop()
+    told = asyncio.Event()
+    signal.add_listener(lambda _: loop.call_soon_threadsafe(told.set))
+    deadline = None if timeout is None else loop.time() + timeout
+    with watch.watching(call.ctx.session_id, run, signal):
+        await _first(ended, told, _left(loop, deadline))
+        if not ended.done() and not signal.is_set():
+            signal.set("timeout")
+        if not ended.done() and signal.reason != "timeout":
+            grace = STOP_GRACE_SECONDS if deadline is None else min(STOP_GRACE_SECONDS, _left(loop, deadline) or 0)
+            await asyncio.wait({ended}, timeout=grace)
+    if ended.done() and not ended.cancelled():
+        return ended.result()
+    if isinstance(ended, asyncio.Task):
+        ended.cancel()  # an async body: CancelledError at its next await
+    assert signal.reason is not None
+    return call.stopped(signal.reason, timeout)
+
+
+async def _first(ended: asyncio.Future[ToolOutcome], told: asyncio.Event, timeout: float | None) -> None:
+    waiter = asyncio.ensure_future(told.wait())
+    try:
+        await asyncio.wait({ended, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+
+
+def _left(loop: asyncio.AbstractEventLoop, deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - loop.time())
+
+
+def _running(key: CallKey) -> concurrent.futures.Future[ToolOutcome] | None:
+    with _threads_lock:
+        return _threads.get(key)
+
+
+def _start(call: ToolCall, tool_input: Any, record: Recorder) -> asyncio.Task[ToolOutcome] | concurrent.futures.Future[ToolOutcome]:
+    """Start the body: an async one as a task here, a sync one on a daemon thread."""
+    if inspect.iscoroutinefunction(call.tool.execute):
+        return asyncio.ensure_future(_run_async(call, tool_input, record))
+    ending: concurrent.futures.Future[ToolOutcome] = concurrent.futures.Future()
+    with _threads_lock:
+        _threads[call.key] = ending
+    context = contextvars.copy_context()  # DBOS's context, as asyncio.to_thread would pass it
+    thread = threading.Thread(
+        target=context.run, args=(_run_sync, call, tool_input, record, ending),
+        name=f"helix-tool-{call.tool.name}-{call.call.id}", daemon=True,
+    )
+    thread.start()
+    return ending
+
+
+async def _run_async(call: ToolCall, tool_input: Any, record: Recorder) -> ToolOutcome:
+    try:
+        outcome = call.returned(await call.tool.run(tool_input, call.ctx))
+    except Exception as exc:
+        outcome = call.failed(exc)
+    await asyncio.to_thread(_record, record, outcome)
+    return outcome
+
+
+def _run_sync(call: ToolCall, tool_input: Any, record: Recorder, ending: concurrent.futures.Future[ToolOutcome]) -> None:
+    try:
+        try:
+            assert callable(call.tool.execute)
+            value = call.tool.execute(tool_input, call.ctx)
+            if inspect.isawaitable(value):
+                value = asyncio.run(_awaited(value))
+            outcome = call.returned(value)
+        except Exception as exc:
+            outcome = call.failed(exc)
+        _record(record, outcome)
+        ending.set_result(outcome)
+    except BaseException as exc:  # SystemExit and the like: nobody waits for a result forever
+        ending.set_exception(exc)
+        raise
+    finally:
+        with _threads_lock:
+            if _threads.get(call.key) is ending:
+                del _threads[call.key]
+
+
+async def _awaited(value: Any) -> Any:
+    return await value
+
+
+def _record(record: Recorder, outcome: ToolOutcome) -> None:
+    try:
+        record(outcome)
+    except Exception:  # the step's own checkpoint still holds the outcome it waited for
+        logger.warning("could not record the outcome of tool call %s", outcome.tool_call_id, exc_info=True)
