@@ -232,6 +232,19 @@ def cancel(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str
     return RunControl(session_id=session_id, run=row.run_count, workflow_id=workflow_id, status=status, changed=ended)
 
 
+def resumes_in_place(engine: sa.Engine, workflows: Workflows, session_id: str) -> bool:
+    """Whether resuming the session continues its latest run's own workflow rather than
+    starting a new run: it was aborted (DBOS cancelled it). Its replay reuses the model's
+    checkpointed calls, and so the outcomes its tools recorded (``helix.tool_outcomes``):
+    a tool that finished after the abort is not run again, whatever the model would say
+    if asked anew."""
+    with engine.connect() as conn:
+        row = _require_session(conn, session_id)
+    if row.status != SessionStatus.ABORTED or not row.run_count:
+        return False
+    return workflows.status(run_workflow_id(session_id, row.run_count)) == "CANCELLED"
+
+
 def resume_workflow(engine: sa.Engine, workflows: Workflows, session_id: str) -> RunControl:
     """Restart the workflow of the session's latest run where it stopped, when DBOS
     cancelled it or it ended in an error. The run becomes active again (or waits again for

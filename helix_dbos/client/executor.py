@@ -129,11 +129,19 @@ class DBOSAgentExecutor:
 
     def resume(self, agent: AgentConfig | str, session_id: str) -> AgentHandle:
         """Continue an interrupted (or failed, or aborted) session where it stopped
-        (in your own workflow, as a durable child, like :meth:`execute`)."""
+        (in your own workflow, as a durable child, like :meth:`execute`).
+
+        An interrupted or failed session gets a new run from its last committed step. An
+        aborted one continues its own run (DBOS resumes the cancelled workflow), so a tool
+        that finished after the abort is not run again (``commands.resumes_in_place``).
+        """
         config = self._registered(agent)
         if _in_workflow_code():
             plan = DBOS.run_step({"name": "helix_plan_run"}, _plan_child_run, config.name, None, session_id, "resume")
             return self._start(RunRequest.model_validate(plan))
+        if commands.resumes_in_place(self.engine, self._workflows, session_id):
+            control = commands.resume_workflow(self.engine, self._workflows, session_id)
+            return self.handle(session_id, control.run)
         return self._start(commands.plan_run(self.engine, config.name, session_id=session_id, kind="resume"))
 
     def handle(self, session_id: str, run: int | None = None) -> AgentHandle:

@@ -5,6 +5,7 @@ that had finished (its outcome is recorded when it returns, store/sql/006)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from pathlib import Path
@@ -198,7 +199,7 @@ def test_an_abort_tells_a_tool_that_never_returns_and_a_resume_of_the_workflow_c
 # --- abort, then resume: no repeated effect ---------------------------------------------------
 
 
-@pytest.mark.parametrize("resume", ["workflow", "new_run"])
+@pytest.mark.parametrize("resume", ["cli", "executor"])
 def test_a_tool_that_finishes_after_an_abort_is_not_run_again_by_a_resume(executor, tmp_path: Path, resume: str):
     ledger = tmp_path / "ledger.txt"
     entered = threading.Event()
@@ -211,7 +212,8 @@ def test_a_tool_that_finishes_after_an_abort_is_not_run_again_by_a_resume(execut
         return {"paid": len(ledger.read_text().splitlines())}
 
     agent = define_agent(unique(f"abort-ledger-{resume}"), tools=[define_tool("pay", "Pays.", NoInput, pay)])
-    use_model(executor, calls(call("p1", "pay")), text("paid once"))
+    asked = itertools.count(1)  # like a real model, a new call id each time it is asked
+    use_model(executor, lambda _: calls(call(f"p{next(asked)}", "pay")), text("paid once"))
     handle = executor.execute(agent, "go")
     assert entered.wait(RESULT_TIMEOUT)
     assert executor.abort(handle.session_id) is True
@@ -224,11 +226,13 @@ def test_a_tool_that_finishes_after_an_abort_is_not_run_again_by_a_resume(execut
     wait_for(lambda: recorded() != [], timeout=RESULT_TIMEOUT, what="the tool to finish after the abort")
     assert recorded() == [{"tool_call_id": "p1", "result": {"paid": 1}}]
 
-    if resume == "workflow":  # helix-dbos resume: the same run, from its checkpoints
+    if resume == "cli":  # helix-dbos resume
         admin.resume(executor.database_url, handle.session_id)
-        result = handle.result(timeout=RESULT_TIMEOUT)
-    else:  # a new run, from the last committed step; the model repeats its call
-        result = executor.resume(agent, handle.session_id).result(timeout=RESULT_TIMEOUT)
+        resumed = handle
+    else:  # an aborted run continues in place: the model is not asked for its calls again
+        resumed = executor.resume(agent, handle.session_id)
+    assert resumed.run == 1
+    result = resumed.result(timeout=RESULT_TIMEOUT)
     assert (result.status, result.output) == ("completed", "paid once")
     assert ledger.read_text().splitlines() == ["p1"]
     messages = executor.get_session(handle.session_id).messages
