@@ -4,7 +4,7 @@ running there, within the tool's timeout, rather than start it twice), and the w
 still shuts down on SIGTERM.
 
 Python cannot kill the hung thread; helix runs sync tools on daemon threads, which do not
-keep the process alive (``tests/lifetime/hung_app.py`` is the worker's app).
+keep the process alive (``tests/apps/hung_app.py`` is the worker's app).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from helix_dbos.client.queues import RunEnqueuer
 from helix_dbos.database import libpq_url
 from helix_dbos.store.migrations import migrate
 
-APP_DIR = Path(__file__).with_name("lifetime")
+APP_DIR = Path(__file__).with_name("apps")
 CLI = "from helix_dbos.cli import main; main()"
 EXIT_BOUND = 60.0
 """Seconds the worker may take to exit after SIGTERM (generous: speed is not asserted)."""
