@@ -370,6 +370,17 @@ def stop_postmaster(pgdata: Path) -> None:
         time.sleep(0.1)
 
 
+def test_a_demo_whose_run_fails_exits_1(tmp_path: Path, fresh_database_url: str) -> None:
+    env = {k: v for k, v in clean_env().items() if k != "OPENAI_API_KEY"}
+    result = run_cli("demo", "--database-url", fresh_database_url, "--model", "openai/gpt-4o-mini",
+                     cwd=tmp_path, env=env)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "status: failed" in result.stdout
+    assert "Missing credentials" in result.stdout  # the run's error, in the stream
+    assert "Traceback" not in result.stderr
+
+
 def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
     pgdata = tmp_path / "pgdata"
     cwd = tmp_path / "cwd"

@@ -393,6 +393,21 @@ def test_a_failure_inside_litellm_is_permanent() -> None:
     assert error.error_type == "APIConnectionError"
 
 
+def test_a_missing_api_key_is_permanent_at_once(stub: StubLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The OpenAI SDK refuses to send without a key; litellm reports that as a 500."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    config = LLMConfig(model="openai/gpt-4o", extra={"api_base": stub.openai_base})
+
+    with pytest.raises(PermanentLLMError, match="Missing credentials"):
+        run(LiteLLMAdapter().generate_step(CONVERSATION, [], config))
+    result, _ = run(generate_with_retry(LiteLLMAdapter(), CONVERSATION, [], config, **FAST_RETRY))
+
+    assert isinstance(result, ErrorStepResult)
+    assert (result.should_stop, result.stop_reason) == (True, "error")
+    assert "Missing credentials" in result.error
+    assert stub.requests == []
+
+
 # --- Anthropic through litellm -------------------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ from helix_dbos.events import compact as _compact
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_NOT_FOUND = 1
+EXIT_RUN_DID_NOT_COMPLETE = 1
 
 
 def _fail(message: str, code: int = EXIT_NOT_FOUND) -> None:
@@ -84,7 +85,7 @@ def migrate(database_url: str | None) -> None:
 @click.option("--question", default="Why do agent runs on DBOS survive crashes?", show_default=True)
 @helix_errors
 def demo(database_url: str | None, model: str | None, question: str) -> None:
-    """Run a research agent end to end and print every step."""
+    """Run a research agent end to end and print every step; exit 1 unless it completed."""
     from helix_dbos.demo import describe, research_agent, scripted_research
     from helix_dbos.llm import LiteLLMAdapter, MockLLMAdapter
     from helix_dbos.client.launcher import launch_standalone, shutdown
@@ -106,6 +107,8 @@ def demo(database_url: str | None, model: str | None, question: str) -> None:
         click.echo(f"final state: {json.dumps(executor.get_session(handle.session_id).state)}")
     finally:
         shutdown()
+    if result.status != "completed":
+        sys.exit(EXIT_RUN_DID_NOT_COMPLETE)
 
 
 # --- operator commands ----------------------------------------------------------------------

@@ -12,7 +12,9 @@ The rule, by the provider's HTTP status (litellm maps every provider to one):
 * every other 4xx is permanent (400 bad request, 401/403 auth, 404 model not found,
   422, and litellm's ``ContextWindowExceededError``);
 * a failure inside litellm itself (an ``ImportError``, ``TypeError``, ...), which litellm
-  reports as a 500 ``APIConnectionError``, is permanent: retrying cannot fix it.
+  reports as a 500 ``APIConnectionError``, is permanent: retrying cannot fix it;
+* so is an error the provider's SDK raised before sending anything (the OpenAI SDK's
+  "Missing credentials" when no API key is set, which litellm reports as a 500).
 
 ``Retry-After`` / ``retry-after-ms`` response headers become ``retry_after`` seconds.
 """
@@ -37,7 +39,7 @@ def classify_litellm_error(exc: BaseException) -> LLMError:
     error_type = type(exc).__name__
     status = _status_code(exc)
     message = str(exc)
-    if _caused_by_local_failure(exc):
+    if _caused_by_local_failure(exc) or _raised_before_sending(exc):
         return PermanentLLMError(message, error_type=error_type, status_code=status)
     if _is_transient(exc, status, message):
         retry_after = _retry_after_seconds(_response_headers(exc))
@@ -59,14 +61,23 @@ def _status_code(exc: BaseException) -> int | None:
 
 
 def _caused_by_local_failure(exc: BaseException) -> bool:
-    seen: set[int] = set()
+    return any(isinstance(e, _LOCAL_FAILURES) for e in _chain(exc))
+
+
+def _raised_before_sending(exc: BaseException) -> bool:
+    """Whether the chain holds the OpenAI SDK's base ``OpenAIError`` itself: the SDK raises
+    it for its own configuration (credentials), every HTTP failure is a subclass."""
+    return any(f"{type(e).__module__}.{type(e).__qualname__}" == "openai.OpenAIError" for e in _chain(exc))
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes (or contexts), outermost first."""
+    found: list[BaseException] = []
     current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, _LOCAL_FAILURES):
-            return True
-        seen.add(id(current))
+    while current is not None and all(current is not e for e in found):
+        found.append(current)
         current = current.__cause__ or current.__context__
-    return False
+    return found
 
 
 def _response_headers(exc: BaseException) -> Mapping[str, str]:
