@@ -71,6 +71,7 @@ _EXPORTS: dict[str, str] = {
     "DatabaseError": "helix_dbos.errors",
     "HelixError": "helix_dbos.errors",
     "InvalidToolResultError": "helix_dbos.errors",
+    "ReadOnlyStateError": "helix_dbos.errors",
     "SchemaOutdatedError": "helix_dbos.errors",
     "SessionBusyError": "helix_dbos.errors",
     "SessionNotFoundError": "helix_dbos.errors",

@@ -15,6 +15,7 @@ the CLI prints one clear line instead of a traceback::
     ├── ToolCallNotPendingError     the call is unknown, answered, timed out or of another kind
     ├── InvalidToolResultError      a client result does not match the tool's output schema
     ├── UnstorableTextError         caller-given text holds NUL or a lone surrogate (helix_dbos.text)
+    ├── ReadOnlyStateError          ctx.update_state where the state cannot change (an approval predicate)
     └── WorkflowContextError        called where DBOS cannot record it (inside a step)
 
 The state layer's ``StateError`` and the LLM layer's ``LLMError`` are HelixErrors too.
@@ -75,6 +76,11 @@ class ToolCallNotPendingError(HelixError):
 
 class InvalidToolResultError(HelixError):
     """A client tool's result does not match the tool's output schema."""
+
+
+class ReadOnlyStateError(HelixError):
+    """``ctx.update_state`` where the state cannot change: in a ``require_approval``
+    predicate, ``on_agent_suspended`` or ``on_agent_resumed``; the message says why."""
 
 
 class WorkflowContextError(HelixError):

@@ -11,7 +11,9 @@ other fields), streams and the CLI read them back, and each says what it is in o
     >>> event.summary()
     'search [t1] {"q":"dbos"}'
 
-A run's stream starts with ``run_start`` and ends with one of :data:`RUN_END_EVENTS`.
+A run's stream starts with ``run_start`` and ends with one of :data:`RUN_END_EVENTS`,
+followed by a ``state_patch`` when the hooks that observe its last step changed the state
+(``durable/hook_state.py``).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from typing import Any, Literal, NoReturn, Protocol, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from helix_dbos.errors import AgentDefinitionError, HelixError, ToolInputError
+from helix_dbos.errors import AgentDefinitionError, ReadOnlyStateError, ToolInputError
 from helix_dbos.orchestration.finish_with import ToolCallOutcome
 from helix_dbos.orchestration.validation import format_validation_error, to_json_value
 from helix_dbos.types import FINISH_TOOL_NAME, ToolSpec
@@ -66,19 +66,25 @@ class StateTrackerLike(Protocol):
 
 
 class ReadOnlyState:
-    """The state as hooks outside a tool step see it: ``update_state`` raises instead of
-    changing a copy that nobody keeps."""
+    """The state where it cannot be changed: ``update_state`` raises
+    :class:`ReadOnlyStateError` saying why (``reason``) instead of changing a copy that
+    nobody keeps::
 
-    def __init__(self, state: Any) -> None:
+        ReadOnlyState(state, "require_approval predicates only decide whether a call waits")
+    """
+
+    def __init__(self, state: Any, reason: str) -> None:
         self._state = state
+        self.reason = reason
 
     def get_state(self) -> Any:
         return self._state
 
     def update(self, fn: Callable[[Any], Any]) -> Any:
-        raise HelixError(
-            "this context's state is read-only: change the state from a tool (ctx.update_state in execute),"
-            " where the change is checkpointed with the tool's step"
+        raise ReadOnlyStateError(
+            f"this context's state is read-only: {self.reason}. Change the state from a tool"
+            " (ctx.update_state in execute) or from a hook that observes a committed step"
+            " (on_message, after_tool, on_step_finish, on_agent_complete)"
         )
 
 

@@ -20,6 +20,7 @@ from dbos import DBOS
 
 from helix_dbos.durable import hitl
 from helix_dbos.durable.dispatch import run_children
+from helix_dbos.durable.hook_state import HookState
 from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.requests import RunStart, ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
@@ -266,9 +267,11 @@ class AgentLoop:
         return bool(interrupted)
 
     async def _after_commit(self, step_no: int, out: StepOutput) -> None:
-        """Hooks that observe a committed step (they run again if a recovered run replays it)."""
+        """Hooks that observe a committed step (they run again if a recovered run replays it).
+        What they write to the state is saved once, after them (``durable/hook_state.py``)."""
         hooks = self.agent.hooks
-        ctx = self.scope.hook_context(step_no, self.state)
+        written = HookState(self.state, self.agent.state_schema)
+        ctx = written.context(self.scope, step_no)
         calls = {c.id: c for c in tool_calls_of(out.messages)}
         for message in out.messages:
             await fire_hook(hooks, "on_message", message, ctx)
@@ -278,6 +281,7 @@ class AgentLoop:
         await fire_hook(hooks, "on_step_finish", self.steps[-1], self.last_usage, ctx)
         if out.terminal is not None and out.terminal.status == "completed":
             await fire_hook(hooks, "on_agent_complete", self._result(out.terminal), ctx)
+        self.state = await written.save(self.scope, step_no, snapshot=step_no % SNAPSHOT_EVERY_STEPS == 0)
 
     def _result(self, terminal: Terminal) -> AgentResult:
         return AgentResult(

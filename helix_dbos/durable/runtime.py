@@ -33,7 +33,7 @@ from helix_dbos.events import ApprovalRequestEvent, ClientToolRequestEvent, Erro
 from helix_dbos.llm import LLMAdapter
 from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_finish_tool_result
 from helix_dbos.store import reads, writes
-from helix_dbos.store.records import RecordedOutcome, StepCommit
+from helix_dbos.store.records import HookStateSave, RecordedOutcome, StepCommit
 from helix_dbos.store.transient import retry_transient
 from helix_dbos.subagents import sub_agents_of
 from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus, UserMessage
@@ -61,6 +61,11 @@ class AgentRuntime:
         call before its workflow starts (None), or say why that session is not the call's."""
         self.commit_step = transaction(name="helix_commit_step", isolation_level=_READ_COMMITTED)(self._commit_step)
         """``commit_step(commit) -> interrupted``: one agent step, exactly once."""
+        self.save_hook_state = transaction(name="helix_save_hook_state", isolation_level=_READ_COMMITTED)(
+            self._save_hook_state
+        )
+        """``save_hook_state(save) -> patch | None``: what the hooks of a committed step
+        wrote, once (None: the session moved on, nothing written)."""
         self.fail_run = transaction(name="helix_fail_run", isolation_level=_READ_COMMITTED)(self._fail_run)
         """``fail_run(request, error) -> ended``: end a run that raised."""
         self.suspend = transaction(name="helix_suspend", isolation_level=_READ_COMMITTED)(self._suspend)
@@ -150,6 +155,9 @@ class AgentRuntime:
 
     def _commit_step(self, commit: StepCommit) -> bool:
         return writes.commit_step(self._connection(), commit)
+
+    def _save_hook_state(self, save: HookStateSave) -> list[dict[str, Any]] | None:
+        return writes.save_hook_state(self._connection(), save)
 
     def _fail_run(self, request: RunRequest, error: str) -> bool:
         return writes.end_run(

@@ -25,6 +25,9 @@ from helix_dbos.types import (
 )
 
 
+WAITING_READ_ONLY = "on_agent_suspended and on_agent_resumed observe a step while it waits, before it commits"
+
+
 @dataclass(frozen=True)
 class RunScope:
     """One run of one agent, as workflow code sees it."""
@@ -53,8 +56,11 @@ class RunScope:
         return ToolJob(self.agent.name, self.session_id, self.request.run, step_no, call, base_state)
 
     def hook_context(self, step_no: int, state: Any) -> HookContext:
-        """What post-commit hooks see: the committed state, read-only."""
-        return HookContext(self.session_id, self.agent.name, step_no, ReadOnlyState(StateTracker(state).get_state()))
+        """What ``on_agent_suspended`` / ``on_agent_resumed`` see: the state before the
+        step, read-only (the hooks after the commit write through ``durable/hook_state.py``)."""
+        return HookContext(
+            self.session_id, self.agent.name, step_no, ReadOnlyState(StateTracker(state).get_state(), WAITING_READ_ONLY)
+        )
 
 
 def result_message(outcome: ToolOutcome) -> ToolResultMessage:

@@ -105,16 +105,23 @@ def _checkpoint(outcome: ToolOutcome) -> dict[str, Any]:
     return storable(outcome.model_dump(mode="json"))
 
 
+APPROVAL_READ_ONLY = (
+    "require_approval predicates only decide whether a call waits for approval, and this one now asks for it"
+    " (as any predicate that raises does)"
+)
+
+
 def evaluate_approval(jobs: list[ToolJob]) -> list[str]:
     """The approval-gate step: ids of the calls whose ``require_approval`` predicate asks
-    for approval (it fails closed: a predicate that raises asks)."""
+    for approval (it fails closed: a predicate that raises asks). The predicate's
+    ``ctx.update_state`` raises :class:`ReadOnlyStateError`: a decision changes nothing."""
     runtime = current_runtime()
     needing = []
     for job in jobs:
         agent = runtime.agent(job.agent_name)
         tool = agent.get_tool(job.call.name)
         assert tool is not None
-        ctx = ToolContext(job.session_id, job.call.id, agent.name, job.step, ReadOnlyState(job.base_state))
+        ctx = ToolContext(job.session_id, job.call.id, agent.name, job.step, ReadOnlyState(job.base_state, APPROVAL_READ_ONLY))
         try:
             tool_input = tool.parse_input(job.call.arguments)
         except Exception:

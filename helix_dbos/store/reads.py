@@ -109,7 +109,8 @@ def load_messages_since_last_assistant(conn: sa.Connection, session_id: str) -> 
 
 
 def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None) -> dict[str, Any]:
-    """The custom state after step ``at_step`` (default: the latest), rebuilt from the log."""
+    """The custom state after step ``at_step`` (default: the latest), rebuilt from the log:
+    each step's commit patch, then what its post-commit hooks wrote (store/sql/007)."""
     snap = conn.execute(
         sa.text(
             "SELECT step, state FROM helix.state_snapshots WHERE session_id = :id"
@@ -123,7 +124,7 @@ def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None)
     patches = conn.execute(
         sa.text(
             "SELECT patch FROM helix.state_patches WHERE session_id = :id AND step > :from"
-            " AND (CAST(:at AS integer) IS NULL OR step <= :at) ORDER BY step"
+            " AND (CAST(:at AS integer) IS NULL OR step <= :at) ORDER BY step, part"
         ),
         {"id": session_id, "from": snap[0], "at": at_step},
     )

@@ -242,6 +242,26 @@ class StepCommit(BaseModel):
         return storable(payload)
 
 
+class HookStateSave(BaseModel):
+    """What the hooks that observe committed step ``step`` wrote: ONE follow-up save
+    (``store.writes.save_hook_state``), made only when they changed the state.
+
+    Refused, writing nothing, once the session has moved on (another run, a later step).
+    """
+
+    session_id: str
+    run: int
+    step: int
+    patch: list[dict[str, Any]]
+    """The change as RFC 6902 operations, against the state the step committed."""
+    snapshot: dict[str, Any] | None = None
+    """The state after the hooks, when ``step`` has a full snapshot (it replaces it)."""
+
+    def storable_payload(self) -> dict[str, Any]:
+        """The save as JSON Postgres can store (text it cannot hold replaced, ``helix_dbos.text``)."""
+        return storable(self.model_dump(mode="json"))
+
+
 class RecordedOutcome(BaseModel):
     """How one tool call ended, recorded when it did (``helix.tool_outcomes``, store/sql/006).
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from helix_dbos.events import Event
+from helix_dbos.events import Event, StatePatchEvent
 from helix_dbos.store.engine import to_json
-from helix_dbos.store.records import AnswerWindow, RecordedOutcome, StepCommit, WaitState
+from helix_dbos.store.records import AnswerWindow, HookStateSave, RecordedOutcome, StepCommit, WaitState
 from helix_dbos.types import Message
 
 
@@ -167,6 +167,37 @@ def commit_step(conn: sa.Connection, commit: StepCommit) -> bool:
             {"s": commit.session_id, "n": commit.step},
         )
     return bool(result["interrupted"])
+
+
+def save_hook_state(conn: sa.Connection, save: HookStateSave) -> list[dict[str, Any]] | None:
+    """Append what a committed step's hooks wrote: the step's second patch (part 1,
+    store/sql/007), its snapshot (when the step has one) and a ``state_patch`` event.
+
+    Returns the patch as stored, or None, writing nothing, when the session is no longer
+    at that step of that run (a later run or step began: the hooks' view is stale).
+    """
+    payload = save.storable_payload()
+    row = lock_session(conn, save.session_id)
+    if row is None or (row["run_count"], row["step_count"]) != (save.run, save.step):
+        return None
+    params = {"s": save.session_id, "n": save.step, "run": save.run, "p": to_json(payload["patch"])}
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.state_patches (session_id, step, part, run, patch)"
+            " VALUES (:s, :n, 1, :run, CAST(:p AS jsonb))"
+        ),
+        params,
+    )
+    if payload["snapshot"] is not None:
+        conn.execute(
+            sa.text("UPDATE helix.state_snapshots SET state = CAST(:st AS jsonb) WHERE session_id = :s AND step = :n"),
+            {**params, "st": to_json(payload["snapshot"])},
+        )
+    conn.execute(
+        sa.text("UPDATE helix.sessions SET version = version + 1, updated_at = now() WHERE id = :s"), params
+    )
+    append_events(conn, save.session_id, save.run, save.step, [StatePatchEvent(patches=payload["patch"])])
+    return list(payload["patch"])
 
 
 def record_tool_outcome(conn: sa.Connection, outcome: RecordedOutcome) -> None:
@@ -383,8 +414,8 @@ def fork_session(conn: sa.Connection, source_id: str, new_id: str, from_step: in
     )
     conn.execute(
         sa.text(
-            "INSERT INTO helix.state_patches (session_id, step, run, patch)"
-            " SELECT :new, step, 0, patch FROM helix.state_patches WHERE session_id = :src AND step <= :n"
+            "INSERT INTO helix.state_patches (session_id, step, part, run, patch)"
+            " SELECT :new, step, part, 0, patch FROM helix.state_patches WHERE session_id = :src AND step <= :n"
         ),
         params,
     )

@@ -1,14 +1,17 @@
 """Lifecycle hooks (seeds 003, 004): the canonical order per tool call, per step and at
-completion; sync and async hooks; hooks that raise never break a run."""
+completion; sync and async hooks; hooks that raise never break a run; what hooks write
+to the state is kept (one follow-up save per step that changed it)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+from dbos import DBOS
 from pydantic import BaseModel
 
-from helix_dbos import AgentHooks, ToolContext, define_agent, define_tool
+from helix_dbos import AgentHooks, ApprovalResponse, ReadOnlyStateError, ToolContext, define_agent, define_tool
+from helix_dbos.durable import loop
 from helix_dbos.types import AgentResult, ToolResultMessage, Usage
 from runtime_testkit import (
     RESULT_TIMEOUT,
@@ -16,10 +19,12 @@ from runtime_testkit import (
     call,
     calls,
     finish,
+    rows,
     text,
     unique,
     usage_rows,
     use_model,
+    wait_for,
 )
 
 
@@ -212,27 +217,165 @@ def test_raising_hooks_never_break_the_run(executor):
     assert_paired(session.messages)
 
 
-def test_post_commit_hooks_see_the_state_read_only_and_a_write_is_refused_loudly(executor: Any, caplog: Any) -> None:
-    """A hook after the step's commit cannot change the state silently: its write raises,
-    the hook's error is logged, and the committed state stands."""
+# --- what hooks write to the state (seed 004, "Hook customState reconcile") ------------------
+
+
+class Tally(BaseModel):
+    items: list[str] = []
+    messages: int = 0
+    after: list[str] = []
+    steps: int = 0
+    done: bool = False
+
+
+def add_item(args: Item, ctx: ToolContext) -> dict[str, str]:
+    ctx.update_state(lambda draft: draft.items.append(args.name))
+    return {"added": args.name}
+
+
+def tally_hooks(seen: list[Any]) -> AgentHooks:
+    """Every post-commit hook kind writes; after_tool also records what it sees."""
+
+    def on_message(message: Any, ctx: Any) -> None:
+        ctx.update_state(lambda d: setattr(d, "messages", d.messages + 1))
+
+    async def after_tool(call_: Any, result: Any, ctx: Any) -> None:
+        seen.append(ctx.get_state().dump())
+        ctx.update_state(lambda d: d.after.append(call_.id))
+
+    def on_step_finish(step_result: Any, usage: Any, ctx: Any) -> None:
+        ctx.update_state(lambda d: setattr(d, "steps", d.steps + 1))
+
+    async def on_agent_complete(result: Any, ctx: Any) -> None:
+        ctx.update_state(lambda d: setattr(d, "done", True))
+
+    return AgentHooks(on_message=on_message, after_tool=after_tool, on_step_finish=on_step_finish,
+                      on_agent_complete=on_agent_complete)
+
+
+AFTER_STEP_1 = {"items": ["pear"], "messages": 2, "after": ["a1"], "steps": 1, "done": False}
+AFTER_STEP_2 = {"items": ["pear"], "messages": 3, "after": ["a1"], "steps": 2, "done": True}
+
+
+def test_every_post_commit_hook_kinds_write_is_kept_in_the_state_the_patch_log_and_the_stream(executor: Any) -> None:
     seen: list[Any] = []
-
-    def after_tool(call_: Any, result: Any, ctx: Any) -> None:
-        seen.append(ctx.get_state())
-        ctx.update_state(lambda draft: draft.items.append("from a hook"))
-
-    def add_item(args: Item, ctx: ToolContext) -> dict[str, str]:
-        ctx.update_state(lambda draft: draft.items.append(args.name))
-        return {"added": args.name}
-
-    add = define_tool("add", "Add.", Item, add_item)
-    agent = define_agent(unique("ro-hooks"), system_prompt="x", tools=[add], state_schema=Basket,
-                         hooks=AgentHooks(after_tool=after_tool))
+    agent = define_agent(unique("hook-writes"), tools=[define_tool("add", "Add.", Item, add_item)], state_schema=Tally,
+                         hooks=tally_hooks(seen))
     use_model(executor, calls(call("a1", "add", {"name": "pear"})), text("done"))
-    with caplog.at_level("ERROR", logger="helix_dbos"):
-        handle, result = run(executor, agent)
+    handle, result = run(executor, agent)
+    sid = handle.session_id
 
     assert result.status == "completed"
+    # A hook writes against the committed state: the tool's write and the earlier hooks' are in it.
+    assert seen == [{"items": ["pear"], "messages": 2, "after": [], "steps": 0, "done": False}]
+    assert executor.get_session(sid).state == AFTER_STEP_2
+    assert [executor.get_session(sid, at_step=n).state for n in (1, 2)] == [AFTER_STEP_1, AFTER_STEP_2]
+    log = rows(executor, "SELECT step, part, patch FROM helix.state_patches WHERE session_id = :s ORDER BY step, part", s=sid)
+    assert [(r["step"], r["part"]) for r in log] == [(1, 0), (1, 1), (2, 1)]
+    assert log[0]["patch"] == [{"op": "add", "path": "/items/-", "value": "pear"}]
+    assert sorted(log[2]["patch"], key=lambda op: op["path"]) == [
+        {"op": "replace", "path": "/done", "value": True},
+        {"op": "replace", "path": "/messages", "value": 3},
+        {"op": "replace", "path": "/steps", "value": 2},
+    ]
+    streamed = [(e.step, e.type, e.data) for e in executor.stream(sid, follow=False, until_run_end=False)]
+    patches = [(step, data["patches"]) for step, kind, data in streamed if kind == "state_patch"]
+    assert patches == [(1, log[0]["patch"]), (1, log[1]["patch"]), (2, log[2]["patch"])]
+    # The step's hook patch follows its commit's events; the last step's follows its finish.
+    types = [kind for _, kind, _ in streamed]
+    assert types.index("state_patch", types.index("step_finish")) > types.index("step_finish")
+    assert types[-2:] == ["finish", "state_patch"]
+
+
+def test_a_hook_write_on_a_snapshot_step_is_in_the_snapshot(executor: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(loop, "SNAPSHOT_EVERY_STEPS", 1)
+    agent = define_agent(unique("hook-snap"), tools=[define_tool("add", "Add.", Item, add_item)], state_schema=Tally,
+                         hooks=tally_hooks([]))
+    use_model(executor, calls(call("a1", "add", {"name": "pear"})), text("done"))
+    handle, _ = run(executor, agent)
+    snapshots = rows(executor, "SELECT step, state FROM helix.state_snapshots WHERE session_id = :s AND step > 0"
+                     " ORDER BY step", s=handle.session_id)
+    assert snapshots == [{"step": 1, "state": AFTER_STEP_1}, {"step": 2, "state": AFTER_STEP_2}]
+    assert executor.get_session(handle.session_id, at_step=1).state == AFTER_STEP_1
+
+
+def test_a_hook_write_the_schema_refuses_is_logged_and_nothing_is_saved(executor: Any, caplog: Any) -> None:
+    def on_step_finish(step_result: Any, usage: Any, ctx: Any) -> None:
+        ctx.update_state(lambda d: setattr(d, "steps", "many"))
+
+    agent = define_agent(unique("hook-invalid"), state_schema=Tally, hooks=AgentHooks(on_step_finish=on_step_finish))
+    use_model(executor, text("done"))
+    with caplog.at_level("ERROR", logger="helix_dbos"):
+        handle, result = run(executor, agent)
+    assert result.status == "completed"
+    assert executor.get_session(handle.session_id).state == Tally().model_dump()
+    assert any("on_step_finish" in r.getMessage() for r in caplog.records)
+    assert recorded_steps(handle) == ["helix_begin_run", "llm", "helix_commit_step"]
+
+
+def test_hooks_that_write_nothing_add_no_step_and_no_patch(executor: Any) -> None:
+    read: list[Any] = []
+    hooks = AgentHooks(
+        on_message=lambda message, ctx: read.append(ctx.get_state().dump()),
+        after_tool=lambda call_, result, ctx: ctx.update_state(lambda d: None),  # a no-op write
+        on_step_finish=lambda step_result, usage, ctx: read.append(ctx.get_state().dump()),
+    )
+    agent = define_agent(unique("hook-reads"), tools=[define_tool("add", "Add.", Item, add_item)], state_schema=Basket,
+                         hooks=hooks)
+    use_model(executor, calls(call("a1", "add", {"name": "pear"})), text("done"))
+    handle, result = run(executor, agent)
+    assert result.status == "completed" and read[-1] == {"items": ["pear"]}
+    assert recorded_steps(handle) == [
+        "helix_begin_run", "llm", "tool:add", "helix_commit_step", "llm", "helix_commit_step",
+    ]
+    log = rows(executor, "SELECT step, part FROM helix.state_patches WHERE session_id = :s", s=handle.session_id)
+    assert log == [{"step": 1, "part": 0}]
+
+
+def recorded_steps(handle: Any) -> list[str]:
+    return [step["function_name"] for step in DBOS.list_workflow_steps(handle.workflow_id)]
+
+
+# --- where the state cannot change -----------------------------------------------------------
+
+
+def test_an_approval_predicate_cannot_write_the_state_and_its_call_then_needs_approval(executor: Any, caplog: Any) -> None:
+    """The predicate runs in the approval_gate step and only decides: its write raises
+    ReadOnlyStateError, which (like any predicate that raises) asks for approval."""
+
+    def judge(args: Item, ctx: ToolContext) -> bool:
+        ctx.update_state(lambda draft: draft.items.append("judged"))
+        return False
+
+    gated = define_tool("add", "Add.", Item, add_item, require_approval=judge)
+    agent = define_agent(unique("gate-write"), tools=[gated], state_schema=Basket)
+    use_model(executor, calls(call("g1", "add", {"name": "pear"})), text("done"))
+    with caplog.at_level("WARNING", logger="helix_dbos"):
+        handle = executor.execute(agent, "go")
+        wait_for(lambda: executor.list_pending(handle.session_id), timeout=RESULT_TIMEOUT, what="the gated call")
+    refusals = [r for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], ReadOnlyStateError)]
+    assert refusals and "require_approval predicates only decide" in str(refusals[0].exc_info[1])
+    executor.submit_tool_result(handle.session_id, ApprovalResponse(tool_call_id="g1", approved=True))
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     assert executor.get_session(handle.session_id).state == {"items": ["pear"]}
-    assert seen == [{"items": ["pear"]}]
-    assert any("this context's state is read-only" in r.getMessage() + str(r.exc_info) for r in caplog.records)
+
+
+def test_suspension_hooks_see_the_state_read_only(executor: Any, caplog: Any) -> None:
+    raised: list[Exception] = []
+
+    def write(*args: Any) -> None:
+        try:
+            args[-1].update_state(lambda draft: draft.items.append("waiting"))
+        except ReadOnlyStateError as exc:
+            raised.append(exc)
+
+    gated = define_tool("add", "Add.", Item, add_item, require_approval=True)
+    agent = define_agent(unique("wait-write"), tools=[gated], state_schema=Basket,
+                         hooks=AgentHooks(on_agent_suspended=write, on_agent_resumed=write))
+    use_model(executor, calls(call("g1", "add", {"name": "pear"})), text("done"))
+    handle = executor.execute(agent, "go")
+    wait_for(lambda: executor.list_pending(handle.session_id), timeout=RESULT_TIMEOUT, what="the gated call")
+    executor.submit_tool_result(handle.session_id, ApprovalResponse(tool_call_id="g1", approved=True))
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    assert len(raised) == 2 and all("before it commits" in str(exc) for exc in raised)
+    assert executor.get_session(handle.session_id).state == {"items": ["pear"]}

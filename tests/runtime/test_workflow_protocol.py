@@ -12,7 +12,7 @@ from typing import Any
 from dbos import DBOS
 from pydantic import BaseModel
 
-from helix_dbos import ApprovalResponse, ToolContext, create_sub_agent_tool, define_agent, define_tool
+from helix_dbos import AgentHooks, ApprovalResponse, ToolContext, create_sub_agent_tool, define_agent, define_tool
 from runtime_testkit import RESULT_TIMEOUT, agent, call, calls, family_model, text, unique, use_model, wait_for
 
 
@@ -43,6 +43,25 @@ def test_tool_run_records_one_step_per_tool_in_call_order(executor: Any) -> None
     assert recorded_steps(handle.workflow_id) == [
         "helix_begin_run",
         "llm", "tool:lookup", "tool:lookup", "helix_commit_step",
+        "llm", "helix_commit_step",
+    ]
+
+
+def test_a_step_whose_hooks_wrote_the_state_records_one_save_after_its_commit(executor: Any) -> None:
+    """Hooks that write (here only on the first step) add ONE helix_save_hook_state after
+    that step's commit; a step whose hooks wrote nothing records what a hook-less one does."""
+
+    def after_tool(call_: Any, result: Any, ctx: Any) -> None:
+        ctx.update_state(lambda draft: draft.update(last=call_.id))
+
+    lookup = define_tool("lookup", "Look up.", Query, _lookup)
+    use_model(executor, calls(call("c1", "lookup", {"q": "a"})), text("done"))
+    config = define_agent(unique("proto-hooks"), system_prompt="s", tools=[lookup], hooks=AgentHooks(after_tool=after_tool))
+    handle = executor.execute(config, "go")
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    assert recorded_steps(handle.workflow_id) == [
+        "helix_begin_run",
+        "llm", "tool:lookup", "helix_commit_step", "helix_save_hook_state",
         "llm", "helix_commit_step",
     ]
 
