@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from helix_dbos import AgentHooks, ToolContext, define_agent, define_tool
-from helix_dbos.types import AgentResult, ToolResultMessage, Usage
+from helix_dbos.types import AgentResult, StepInfo, ToolResultMessage, Usage
 from runtime_testkit import (
     RESULT_TIMEOUT,
     assert_paired,
@@ -61,8 +61,9 @@ class Recorder:
             assert result.tool_call_id == call_.id
             self.log.append(("after_tool", call_.id))
 
-        def on_step_finish(step_result: Any, usage: Usage, ctx: Any) -> None:
-            self.usages.append(usage)
+        def on_step_finish(step: StepInfo, ctx: Any) -> None:
+            assert step.step == ctx.step
+            self.usages.append(step.usage)
             self.log.append(("on_step_finish", ctx.step))
 
         async def on_agent_complete(result: AgentResult, ctx: Any) -> None:
