@@ -89,8 +89,7 @@ class EventLog:
     def emit(self, level: Level, event: str, fields: dict[str, Any], exc_info: bool = False) -> None:
         try:
             if isinstance(self.logger, (logging.Logger, logging.LoggerAdapter)):
-                extra = {"event": event, "fields": fields, **{k: v for k, v in fields.items() if k not in _RESERVED}}
-                self.logger.log(_LEVELS[level], "%s", _line(event, fields), extra=extra, exc_info=exc_info)
+                _log_record(self.logger, _LEVELS[level], event, fields, exc_info)
             else:
                 getattr(self.logger, level)(event, **fields, **({"exc_info": True} if exc_info else {}))
         except Exception:  # a broken logger must not break a run
@@ -102,6 +101,17 @@ def is_logger(value: Any) -> bool:
     return isinstance(value, (logging.Logger, logging.LoggerAdapter)) or (
         not isinstance(value, type) and isinstance(value, StructuredLogger)
     )
+
+
+def _log_record(logger: Any, level: int, event: str, fields: dict[str, Any], exc_info: bool) -> None:
+    """One record; an adapter adds its context first (its ``extra`` would replace ours)."""
+    extra = {"event": event, "fields": fields, **{k: v for k, v in fields.items() if k not in _RESERVED}}
+    message = _line(event, fields)
+    while isinstance(logger, logging.LoggerAdapter):
+        message, kwargs = logger.process(message, {})
+        extra = {**(kwargs.get("extra") or {}), **extra}
+        logger = logger.logger
+    logger.log(level, "%s", message, extra=extra, exc_info=exc_info)
 
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
