@@ -12,7 +12,10 @@ and the CLI starts fast.
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import Any
+
+logging.getLogger("helix_dbos").addHandler(logging.NullHandler())  # silent unless the app configures logging
 
 _EXPORTS: dict[str, str] = {
     # defining agents and tools
@@ -46,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "RateLimit": "helix_dbos.client.queues",
     "RunEnqueuer": "helix_dbos.client.queues",
     "register_queue": "helix_dbos.client.queues",
+    "StructuredLogger": "helix_dbos.logs",
     # human in the loop
     "ApprovalResponse": "helix_dbos.answers",
     "ClientToolResult": "helix_dbos.answers",
@@ -57,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     "Message": "helix_dbos.types",
     "ParsedToolCall": "helix_dbos.types",
     "SessionStatus": "helix_dbos.types",
+    "StepInfo": "helix_dbos.types",
     "StepResult": "helix_dbos.types",
     "SystemMessage": "helix_dbos.types",
     "TextStepResult": "helix_dbos.types",

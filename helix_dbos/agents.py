@@ -80,7 +80,7 @@ class AgentHooks:
         on_state_change(state: dict, ctx: HookContext)          # state after the change
         on_message(message: Message, ctx: HookContext)          # each message appended
         on_agent_complete(result: AgentResult, ctx: HookContext)
-        on_step_finish(step_result: StepResult, usage: Usage, ctx: HookContext)
+        on_step_finish(step: StepInfo, ctx: HookContext)        # the step's anatomy (seed 001)
         on_agent_suspended(reason: SuspensionReason, tool_call_ids: list[str], ctx: HookContext)
         on_agent_resumed(reason: SuspensionReason, ctx: HookContext)
     """

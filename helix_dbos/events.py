@@ -136,12 +136,13 @@ class StepFinishEvent(_Event):
 
 
 class FinishEvent(_Event):
-    """The run completed with ``output``."""
+    """The run completed with ``output``; ``usage`` is the run's model usage, summed."""
 
     type: Literal["finish"] = "finish"
     ends_run: ClassVar[bool] = True
     output: Any = None
     stop_reason: str | None = None
+    usage: dict[str, Any] = Field(default_factory=dict)
 
     def summary(self) -> str:
         return f"output {compact(self.output, 100)}"

@@ -251,3 +251,41 @@ class AgentResult(_Model):
     stop_reason: str | None = None
     """A model stop reason (``end_turn``, ``tool_use``, ...) or how the run was ended
     (``max_steps``, ``interrupted``, ``aborted``)."""
+    usage: Usage | None = None
+    """The model usage of this run's steps, summed (its committed ``llm`` usage rows);
+    None for a run that did not return (aborted, or refused before its first step)."""
+
+
+class StepInfo(_Model):
+    """One agent step as ``on_step_finish`` sees it (seed 001's step anatomy)::
+
+        def on_step_finish(step: StepInfo, ctx: HookContext) -> None:
+            print(step.step, step.step_type, step.type, len(step.tool_calls), step.usage.total_tokens)
+            for result in step.tool_results:
+                print(result.tool_name, "(error)" if result.is_error else "", result.content)
+    """
+
+    step: int
+    """The session's step number (``ctx.step``)."""
+    step_type: Literal["initial", "tool_result"]
+    """``initial`` for the first step of a run, ``tool_result`` for a step that follows
+    tool results (seed 001's ``stepType``)."""
+    type: Literal["text", "tool_calls", "structured_output", "error"]
+    """What the model answered (the :data:`StepResult` kind)."""
+    text: str = ""
+    """The step's assistant text (often empty on a tool-calling step)."""
+    reasoning: str | None = None
+    """The model's reasoning, when it gave any this step."""
+    tool_calls: list[ParsedToolCall] = Field(default_factory=list)
+    """The calls this step made (sub-agent calls and ``__finish__`` included)."""
+    tool_results: list[ToolResultMessage] = Field(default_factory=list)
+    """Their results, in call order; ``is_error`` marks a tool that failed, got invalid
+    arguments or was refused."""
+    stop_reason: StopReason | None = None
+    """Why the model stopped (seed 001's ``finishReason``)."""
+    error: str | None = None
+    """The model call's error, for an ``error`` step."""
+    usage: Usage = Field(default_factory=Usage)
+    """This step's model usage alone."""
+    messages: list[Message] = Field(default_factory=list)
+    """The messages this step appended: the assistant turn and the tool results."""

@@ -61,7 +61,9 @@ __all__ = [
     "cancel",
     "deny",
     "fork",
+    "get_current_run",
     "list_pending",
+    "list_runs",
     "list_sessions",
     "move",
     "resume",
@@ -114,6 +116,19 @@ def show_session(url: str, session_id: str) -> SessionDetail:
             children=reads.list_descendant_sessions(conn, session_id),
             forked_from=reads.forked_from(conn, session_id),
         )
+
+
+def list_runs(url: str, session_id: str) -> list[RunRecord]:
+    """Every run of the session, oldest first, each with its DBOS workflow's status."""
+    with _engine(url) as engine, engine.connect() as conn:
+        _require_session(conn, session_id)
+        return reads.list_runs(conn, session_id)
+
+
+def get_current_run(url: str, session_id: str) -> RunRecord | None:
+    """The session's latest run, or None for a session without runs (a fork not yet resumed)."""
+    runs = list_runs(url, session_id)
+    return runs[-1] if runs else None
 
 
 def state_at(url: str, session_id: str, step: int | None = None) -> dict[str, Any]:

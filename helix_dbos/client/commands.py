@@ -30,6 +30,7 @@ from helix_dbos.errors import (
     ToolCallNotPendingError,
 )
 from helix_dbos.events import AbortedEvent, ForkedEvent
+from helix_dbos.logs import EventLog
 from helix_dbos.store import reads, writes
 from helix_dbos.store.records import AnswerWindow, PendingToolCall, SessionRecord
 from helix_dbos.text import require_storable
@@ -114,7 +115,9 @@ def busy(request: RunRequest) -> SessionBusyError:
 # --- answering gated calls -------------------------------------------------------------------
 
 
-def answer(engine: sa.Engine, workflows: Workflows, session_id: str, response: ToolAnswer) -> SubmitOutcome:
+def answer(
+    engine: sa.Engine, workflows: Workflows, session_id: str, response: ToolAnswer, log: EventLog | None = None
+) -> SubmitOutcome:
     """Validate an answer, record it (first answer wins) and deliver it to the waiting run.
 
     ``session_id`` is the session that made the call or its root session (a call of a
@@ -124,8 +127,10 @@ def answer(engine: sa.Engine, workflows: Workflows, session_id: str, response: T
     :class:`ToolCallNotPendingError` (unknown, timed out, cancelled, or waiting for the
     other kind of answer), :class:`InvalidToolResultError` or :class:`UnstorableTextError`
     (text Postgres cannot store, in any field: nothing is recorded); a repeated answer
-    returns ``status="already_answered"`` and changes nothing.
+    returns ``status="already_answered"`` and changes nothing. ``log`` gets the events
+    ``client_tool.submitted`` and ``client_tool.validation_failed``.
     """
+    log = log or EventLog()
     require_storable("session_id", session_id)
     for field, value in response.model_dump(mode="json").items():
         require_storable(field, value)
@@ -157,11 +162,16 @@ def answer(engine: sa.Engine, workflows: Workflows, session_id: str, response: T
         if refusal is not None:
             raise ToolCallNotPendingError(refusal)
         if isinstance(response, ClientToolResult):
-            _validate_client_result(response, pending.output_schema)
+            _validate_client_result(response, pending, log)
         accepted = writes.record_answer(conn, session_id, call_id, kind, message, answered_at=window.now)
         if accepted:
             key = f"helix:{session_id}:{call_id}"
             workflows.send(conn, pending.workflow_id, message, answer_topic(pending.step), key)
+    if accepted:
+        log.info(
+            "client_tool.submitted", session_id=session_id, tool_call_id=call_id, tool_name=pending.tool_name,
+            kind=kind, wait_ms=round((window.now - pending.requested_at).total_seconds() * 1000),
+        )
     status: Literal["accepted", "already_answered"] = "accepted" if accepted else "already_answered"
     return SubmitOutcome(session_id=session_id, tool_call_id=call_id, status=status)
 
@@ -178,13 +188,17 @@ def _refusal(pending: PendingToolCall, window: AnswerWindow) -> str | None:
     return f"tool call {pending.tool_call_id!r} ({pending.tool_name}) is no longer waiting for an answer: it {how}"
 
 
-def _validate_client_result(response: ClientToolResult, schema: dict[str, Any] | None) -> None:
-    if response.error is not None or schema is None:
+def _validate_client_result(response: ClientToolResult, pending: PendingToolCall, log: EventLog) -> None:
+    if response.error is not None or pending.output_schema is None:
         return
     try:
-        jsonschema.validate(response.result, schema)
+        jsonschema.validate(response.result, pending.output_schema)
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "the result"
+        log.warning(
+            "client_tool.validation_failed", session_id=pending.session_id, tool_call_id=pending.tool_call_id,
+            tool_name=pending.tool_name, path=where, error=exc.message,
+        )
         raise InvalidToolResultError(
             f"client result for tool call {response.tool_call_id!r} does not match the tool's output schema"
             f" at {where}: {exc.message}"

@@ -38,6 +38,7 @@ from helix_dbos.durable.runtime import AgentRuntime, current_runtime, install_ru
 from helix_dbos.durable.workflow import agent_run_workflow
 from helix_dbos.errors import HelixError, SessionNotFoundError, WorkflowContextError
 from helix_dbos.llm import LLMAdapter
+from helix_dbos.logs import AnyLogger, EventLog
 from helix_dbos.store import reads
 from helix_dbos.store.migrations import check_schema, migrate
 from helix_dbos.store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord, UsageSummary
@@ -51,6 +52,8 @@ class DBOSAgentExecutor:
     ``database_url`` is the DBOS system database: helix's tables live beside DBOS's, so
     an answer and the message that delivers it reach the same database. With
     ``run_migrations=False`` the schema is only checked (run ``helix-dbos migrate``).
+    ``logger`` gets helix's events (a ``logging.Logger`` or a structlog-style logger,
+    see :mod:`helix_dbos.logs`); without one they go to the silent ``helix_dbos`` logger.
     """
 
     def __init__(
@@ -60,7 +63,9 @@ class DBOSAgentExecutor:
         *,
         run_migrations: bool = True,
         default_queue: str | None = None,
+        logger: AnyLogger | None = None,
     ) -> None:
+        log = EventLog(logger)
         self.default_queue = default_queue
         """Queue name ``execute`` enqueues on when it is given none (None: start in-process)."""
         self.database_url = resolve_database_url(database_url)
@@ -72,7 +77,7 @@ class DBOSAgentExecutor:
         datasource = SQLAlchemyDatasource.create(
             self.database_url, engine_kwargs={"pool_pre_ping": True}, serializer=DBOSPortableJSONSerializer()
         )
-        self.runtime = AgentRuntime(llm, datasource)
+        self.runtime = AgentRuntime(llm, datasource, log)
         self.engine = self.runtime.engine
         self._workflows = LocalWorkflows(self.database_url)
         install_runtime(self.runtime)
@@ -85,6 +90,15 @@ class DBOSAgentExecutor:
     @llm.setter
     def llm(self, adapter: LLMAdapter) -> None:
         self.runtime.llm = adapter
+
+    @property
+    def logger(self) -> AnyLogger:
+        """Where this process's runs and commands log their events (replaceable)."""
+        return self.runtime.log.logger
+
+    @logger.setter
+    def logger(self, logger: AnyLogger | None) -> None:
+        self.runtime.log = EventLog(logger)
 
     # --- agents -------------------------------------------------------------------------
 
@@ -191,7 +205,7 @@ class DBOSAgentExecutor:
         kind) or :class:`InvalidToolResultError`; a repeated answer returns
         ``status="already_answered"`` and changes nothing.
         """
-        return commands.answer(self.engine, self._workflows, session_id, answer)
+        return commands.answer(self.engine, self._workflows, session_id, answer, log=self.runtime.log)
 
     # --- reading ---------------------------------------------------------------------------
 

@@ -16,11 +16,11 @@ again before it begins (``AgentRuntime.begin_run``).
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 from dbos import DBOS, SetWorkflowID
 
+from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.requests import RunRequest, run_workflow_id
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
@@ -30,13 +30,18 @@ from helix_dbos.subagents import SubAgentSpec, child_session_id
 from helix_dbos.text import storable
 from helix_dbos.types import SUB_AGENT_TOOL_PREFIX, AgentResult, ParsedSubAgentCall, ToolResultMessage
 
-logger = logging.getLogger("helix_dbos")
-
 Started = tuple[ParsedSubAgentCall, RunRequest, Any]
 
 
-async def run_children(scope: RunScope, calls: list[ParsedSubAgentCall], events: list[Event]) -> list[ToolResultMessage]:
-    """Run each call's child to its end; their results, and their events appended to ``events``."""
+async def run_children(
+    scope: RunScope, step_no: int, state: Any, calls: list[ParsedSubAgentCall], events: list[Event]
+) -> list[ToolResultMessage]:
+    """Run each call's child to its end; their results, and their events appended to ``events``.
+
+    While children run the parent waits for them: ``on_agent_suspended("awaiting_children",
+    call ids)`` fires before the first starts, ``on_agent_resumed("awaiting_children")``
+    after the last ended (seed 004), with the pre-step state.
+    """
     from helix_dbos.durable.workflow import agent_run_workflow  # the workflow runs this module
 
     results: list[ToolResultMessage] = []
@@ -44,10 +49,14 @@ async def run_children(scope: RunScope, calls: list[ParsedSubAgentCall], events:
     for call in calls:
         request, error = child_request(scope, call)
         if request is None:
-            logger.error("subagent.dispatch_failed session=%s call=%s: %s", scope.session_id, call.id, error)
+            _dispatch_failed(scope, call, error or "dispatch failed")
             results.append(_sub_agent_error(call, error or "dispatch failed"))
         else:
             dispatched.append((call, request))
+    if not dispatched:
+        return results
+    hooks, ctx = scope.agent.hooks, scope.hook_context(step_no, state)
+    await fire_hook(hooks, "on_agent_suspended", "awaiting_children", [call.id for call, _ in dispatched], ctx)
     window = max(1, scope.agent.max_tool_concurrency)
     running: list[Started] = []
     for call, request in dispatched:
@@ -55,7 +64,7 @@ async def run_children(scope: RunScope, calls: list[ParsedSubAgentCall], events:
             results.append(await _finish_child(running.pop(0), events))
         refusal = await asyncio.to_thread(current_runtime().claim_child, request)
         if refusal is not None:
-            logger.error("subagent.name_taken session=%s call=%s: %s", scope.session_id, call.id, refusal)
+            _dispatch_failed(scope, call, refusal)
             results.append(_sub_agent_error(call, f"Sub-agent {call.agent_type} was not started: {refusal}"))
             continue
         with SetWorkflowID(run_workflow_id(request.session_id, 1)):
@@ -64,6 +73,7 @@ async def run_children(scope: RunScope, calls: list[ParsedSubAgentCall], events:
         running.append((call, request, handle))
     for item in running:
         results.append(await _finish_child(item, events))
+    await fire_hook(hooks, "on_agent_resumed", "awaiting_children", ctx)
     return results
 
 
@@ -103,6 +113,13 @@ async def _finish_child(item: Started, events: list[Event]) -> ToolResultMessage
     if result.status == "completed":
         return create_sub_agent_result_message(call.id, call.agent_type, result=result.output, success=True)
     return _sub_agent_error(call, f"Sub-agent {call.agent_type} {result.status}: {result.error or 'no output'}")
+
+
+def _dispatch_failed(scope: RunScope, call: ParsedSubAgentCall, error: str) -> None:
+    current_runtime().log.error(
+        "subagent.dispatch_failed", session_id=scope.session_id, tool_call_id=call.id, agent_type=call.agent_type,
+        error=error,
+    )
 
 
 def _sub_agent_error(call: ParsedSubAgentCall, error: str) -> ToolResultMessage:

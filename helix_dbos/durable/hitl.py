@@ -84,7 +84,13 @@ async def suspend(
     rows = [_pending_row(scope, step_no, call, gates[call.id]) for call in calls]
     status = suspension_status(gates)
     req = scope.request
-    waiting = await asyncio.to_thread(current_runtime().suspend, req.session_id, req.run, step_no, status, rows)
+    runtime = current_runtime()
+    waiting = await asyncio.to_thread(runtime.suspend, req.session_id, req.run, step_no, status, rows)
+    for row in rows:
+        runtime.log.info(
+            "client_tool.suspended", session_id=row["session_id"], run=row["run"], step=step_no,
+            tool_call_id=row["tool_call_id"], tool_name=row["tool_name"], kind=row["kind"], timeout=row["timeout"],
+        )
     await fire_hook(
         scope.agent.hooks, "on_agent_suspended", status.value, [c.id for c in calls], scope.hook_context(step_no, state)
     )
@@ -125,6 +131,11 @@ async def settle(
     for call, answer in zip(calls, answers):
         if call in approved:
             continue
+        if answer is None:
+            current_runtime().log.warning(
+                "client_tool.timeout", session_id=scope.session_id, run=scope.request.run, step=step_no,
+                tool_call_id=call.id, tool_name=call.name, kind=gates[call.id],
+            )
         error = outcome_error(gates[call.id], call.id, answer)
         result = None if error is not None or answer is None else answer.get("result")
         outcomes.append(

@@ -1,16 +1,15 @@
 """Calling user hooks so that they can never break a run.
 
-A hook that raises is logged and ignored: hooks observe a run, they do not steer it.
+A hook that raises is logged (event ``hook.failed``) and ignored: hooks observe a run,
+they do not steer it.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from helix_dbos.agents import AgentHooks
-
-logger = logging.getLogger("helix_dbos")
+from helix_dbos.durable.runtime import current_runtime
 
 
 async def fire_hook(hooks: AgentHooks | None, name: str, *args: Any) -> None:
@@ -20,4 +19,4 @@ async def fire_hook(hooks: AgentHooks | None, name: str, *args: Any) -> None:
     try:
         await hooks.fire(name, *args)
     except Exception:
-        logger.exception("hook %s raised; ignoring it", name)
+        current_runtime().log.error("hook.failed", hook=name, exc_info=True)

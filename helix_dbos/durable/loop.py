@@ -30,6 +30,7 @@ from helix_dbos.durable.scope import (
     in_call_order,
     llm_usage_row,
     result_message,
+    step_info,
     terminal_events,
     tool_calls_of,
     tool_result_events,
@@ -98,9 +99,11 @@ class AgentLoop:
         self.usage = Usage()
         self.last_usage = Usage()
         self.guard = RunawayGuard()
+        self.first_step = 1
 
     async def run(self, start: RunStart) -> AgentResult:
         self.step_count = start.step_count
+        self.first_step = start.step_count + 1
         self.messages, self.state = await asyncio.to_thread(
             current_runtime().load_run_context, self.scope.session_id, start.message_seq, start.step_count
         )
@@ -133,7 +136,7 @@ class AgentLoop:
         out.terminal = await self._decide(step_result, plan, out)
         out.events.append(StepFinishEvent(step=step_no, stop_reason=getattr(step_result, "stop_reason", None),
                                           usage=usage.model_dump(mode="json")))
-        out.events.extend(terminal_events(out.terminal))
+        out.events.extend(terminal_events(out.terminal, self.usage))
         return out
 
     async def _call_llm(self) -> tuple[StepResult, Usage]:
@@ -175,7 +178,7 @@ class AgentLoop:
         out.writes = writes
         results: list[ToolResultMessage] = [result_message(o) for o in out.outcomes]
         results += [unknown_tool_message(call) for call in calls.unknown]
-        results += await run_children(scope, calls.children + plan.pending_sub_agent_calls, out.events)
+        results += await run_children(scope, step_no, self.state, calls.children + plan.pending_sub_agent_calls, out.events)
         results += synthesize_step_tool_results(plan)
         out.results = in_call_order(results, plan)
         out.messages.extend(out.results)
@@ -192,7 +195,9 @@ class AgentLoop:
     async def _decide(self, step_result: StepResult, plan: StepProcessingPlan, out: StepOutput) -> Terminal | None:
         if plan.is_terminal and plan.status_update is not None:
             update = plan.status_update
-            return Terminal(status=update.status, output=update.output, error=update.error, stop_reason=plan.stop_reason)
+            return Terminal(
+                status=update.status, output=update.output, error=update.error, stop_reason=_terminal_stop_reason(plan)
+            )
         finished = self._finish_with_terminal(out.outcomes)
         if finished is not None:
             return finished
@@ -278,7 +283,9 @@ class AgentLoop:
         for result in out.results:
             if result.tool_call_id in calls and result.tool_name != FINISH_TOOL_NAME:
                 await fire_hook(hooks, "after_tool", calls[result.tool_call_id], result, ctx)
-        await fire_hook(hooks, "on_step_finish", self.steps[-1], self.last_usage, ctx)
+        messages = out.messages + out.extra_messages
+        info = step_info(step_no, step_no == self.first_step, self.steps[-1], self.last_usage, messages)
+        await fire_hook(hooks, "on_step_finish", info, ctx)
         if out.terminal is not None and out.terminal.status == "completed":
             await fire_hook(hooks, "on_agent_complete", self._result(out.terminal), ctx)
         self.state = await written.save(self.scope, step_no, snapshot=step_no % SNAPSHOT_EVERY_STEPS == 0)
@@ -291,7 +298,18 @@ class AgentLoop:
             error=storable(terminal.error),
             step_count=self.step_count,
             stop_reason=terminal.stop_reason,
+            usage=self.usage,
         )
+
+
+def _terminal_stop_reason(plan: StepProcessingPlan) -> str | None:
+    """The model's stop reason, else how the step ended the run: ``tool_use`` through
+    ``__finish__``, ``end_turn`` with native structured output, ``error`` for a failed call."""
+    if plan.stop_reason is not None:
+        return plan.stop_reason
+    if plan.finish_tool_call_id is not None:
+        return "tool_use"
+    return "error" if plan.status_update is not None and plan.status_update.status == "failed" else "end_turn"
 
 
 def _tool_events(outcomes: list[ToolOutcome]) -> list[Event]:

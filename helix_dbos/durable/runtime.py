@@ -4,7 +4,7 @@ The façade (``DBOSAgentExecutor``) builds one :class:`AgentRuntime` per process
 ``DBOS.launch()`` and installs it; the ``helix_agent_run`` workflow finds it with
 :func:`current_runtime`. Workflow code never sees the façade::
 
-    runtime = AgentRuntime(llm, SQLAlchemyDatasource.create(url))
+    runtime = AgentRuntime(llm, SQLAlchemyDatasource.create(url), log=EventLog(my_logger))
     runtime.register(research_agent)
     install_runtime(runtime)
 
@@ -20,6 +20,7 @@ from typing import Any
 from dbos import SQLAlchemyDatasource
 
 from helix_dbos.agents import AgentConfig
+from helix_dbos.durable.cancel_logs import quiet_cancelled_runs
 from helix_dbos.durable.requests import RunRequest, RunStart, run_workflow_id
 from helix_dbos.durable.tool_watch import RunWatch
 from helix_dbos.errors import (
@@ -31,6 +32,7 @@ from helix_dbos.errors import (
 )
 from helix_dbos.events import ApprovalRequestEvent, ClientToolRequestEvent, ErrorEvent, Event, RunStartEvent
 from helix_dbos.llm import LLMAdapter
+from helix_dbos.logs import EventLog
 from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_finish_tool_result
 from helix_dbos.store import reads, writes
 from helix_dbos.store.records import HookStateSave, RecordedOutcome, StepCommit
@@ -42,10 +44,13 @@ _READ_COMMITTED = "READ COMMITTED"
 
 
 class AgentRuntime:
-    """Agents by name, the LLM adapter, and the checkpointed transactions of a run."""
+    """Agents by name, the LLM adapter, the log, and the checkpointed transactions of a run."""
 
-    def __init__(self, llm: LLMAdapter, datasource: SQLAlchemyDatasource) -> None:
+    def __init__(self, llm: LLMAdapter, datasource: SQLAlchemyDatasource, log: EventLog | None = None) -> None:
         self.llm = llm
+        self.log = log or EventLog()
+        """Where workflow code writes its events (``helix_dbos.logs``)."""
+        quiet_cancelled_runs(lambda: self.log)
         self.datasource = datasource
         self.engine = datasource.engine
         self._agents: dict[str, AgentConfig] = {}

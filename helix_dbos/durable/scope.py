@@ -19,6 +19,7 @@ from helix_dbos.types import (
     AssistantMessage,
     Message,
     ParsedToolCall,
+    StepInfo,
     StepResult,
     ToolResultMessage,
     Usage,
@@ -108,11 +109,33 @@ def tool_result_events(results: list[ToolResultMessage]) -> list[Event]:
     ]
 
 
-def terminal_events(terminal: Terminal | None) -> list[Event]:
+def step_info(
+    step_no: int, first: bool, step_result: StepResult, usage: Usage, messages: list[Message]
+) -> StepInfo:
+    """What ``on_step_finish`` gets: the step's result, usage and appended ``messages``."""
+    assistant = next((m for m in messages if isinstance(m, AssistantMessage)), None)
+    thinking = getattr(step_result, "thinking", None)
+    return StepInfo(
+        step=step_no,
+        step_type="initial" if first else "tool_result",
+        type=step_result.type,
+        text=(assistant.content if assistant is not None else None) or "",
+        reasoning=thinking.content if thinking is not None else None,
+        tool_calls=tool_calls_of(messages),
+        tool_results=[m for m in messages if isinstance(m, ToolResultMessage)],
+        stop_reason=step_result.stop_reason,
+        error=getattr(step_result, "error", None),
+        usage=usage,
+        messages=messages,
+    )
+
+
+def terminal_events(terminal: Terminal | None, usage: Usage) -> list[Event]:
+    """The event that ends the run, if the step ends it; ``finish`` carries the run's usage."""
     if terminal is None:
         return []
     if terminal.status == "completed":
-        return [FinishEvent(output=terminal.output, stop_reason=terminal.stop_reason)]
+        return [FinishEvent(output=terminal.output, stop_reason=terminal.stop_reason, usage=usage.model_dump(mode="json"))]
     return [ErrorEvent(error=terminal.error, stop_reason=terminal.stop_reason)]
 
 

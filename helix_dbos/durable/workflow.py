@@ -9,7 +9,6 @@ that is not portable JSON is never unpickled.
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 from dbos import DBOS, WorkflowSerializationFormat
@@ -20,8 +19,6 @@ from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
 from helix_dbos.text import storable
 from helix_dbos.types import AgentResult
-
-logger = logging.getLogger("helix_dbos")
 
 @DBOS.workflow(name=WORKFLOW_NAME, serialization_type=WorkflowSerializationFormat.PORTABLE)
 async def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +39,7 @@ async def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
     try:
         result = await AgentLoop(RunScope(agent, req)).run(start)
     except Exception as exc:  # DBOS's cancellation is a BaseException and passes through
-        logger.exception("run %s of session %s failed", req.run, req.session_id)  # a bug, shown, not swallowed
+        runtime.log.error("run.failed", session_id=req.session_id, run=req.run, exc_info=True)  # a bug: shown
         error = storable(f"{type(exc).__name__}: {exc}")
         await asyncio.to_thread(runtime.fail_run, req, error)
         result = AgentResult(session_id=req.session_id, status="failed", error=error, stop_reason="error")

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from helix_dbos import AgentHooks, MockLLMAdapter, ToolContext, define_agent, launch_standalone, shutdown, tool
-from helix_dbos.types import AssistantMessage, Message, StepResult, TextStepResult, ToolCallsStepResult, ToolSpec
+from helix_dbos.types import AssistantMessage, Message, StepInfo, StepResult, TextStepResult, ToolCallsStepResult, ToolSpec
 
 STEPS = 3
 HOOK_SECONDS = 0.3
@@ -52,7 +52,7 @@ def after_tool(call: Any, result: Any, ctx: Any) -> None:
     ctx.update_state(lambda d: setattr(d, "tools", d.tools + 1))
 
 
-def on_step_finish(step_result: Any, usage: Any, ctx: Any) -> None:
+def on_step_finish(step: StepInfo, ctx: Any) -> None:
     ctx.update_state(lambda d: setattr(d, "steps", d.steps + 1))
     directory = os.environ.get("HELIX_CRASH_DIR")
     if directory:

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from helix_dbos import AgentHooks, ApprovalResponse, ReadOnlyStateError, ToolContext, define_agent, define_tool
 from helix_dbos.durable import loop
-from helix_dbos.types import AgentResult, ToolResultMessage, Usage
+from helix_dbos.types import AgentResult, StepInfo, ToolResultMessage, Usage
 from runtime_testkit import (
     RESULT_TIMEOUT,
     assert_paired,
@@ -66,8 +66,9 @@ class Recorder:
             assert result.tool_call_id == call_.id
             self.log.append(("after_tool", call_.id))
 
-        def on_step_finish(step_result: Any, usage: Usage, ctx: Any) -> None:
-            self.usages.append(usage)
+        def on_step_finish(step: StepInfo, ctx: Any) -> None:
+            assert step.step == ctx.step
+            self.usages.append(step.usage)
             self.log.append(("on_step_finish", ctx.step))
 
         async def on_agent_complete(result: AgentResult, ctx: Any) -> None:
@@ -243,7 +244,7 @@ def tally_hooks(seen: list[Any]) -> AgentHooks:
         seen.append(ctx.get_state().dump())
         ctx.update_state(lambda d: d.after.append(call_.id))
 
-    def on_step_finish(step_result: Any, usage: Any, ctx: Any) -> None:
+    def on_step_finish(step: StepInfo, ctx: Any) -> None:
         ctx.update_state(lambda d: setattr(d, "steps", d.steps + 1))
 
     async def on_agent_complete(result: Any, ctx: Any) -> None:
@@ -300,7 +301,7 @@ def test_a_hook_write_on_a_snapshot_step_is_in_the_snapshot(executor: Any, monke
 
 
 def test_a_hook_write_the_schema_refuses_is_logged_and_nothing_is_saved(executor: Any, caplog: Any) -> None:
-    def on_step_finish(step_result: Any, usage: Any, ctx: Any) -> None:
+    def on_step_finish(step: StepInfo, ctx: Any) -> None:
         ctx.update_state(lambda d: setattr(d, "steps", "many"))
 
     agent = define_agent(unique("hook-invalid"), state_schema=Tally, hooks=AgentHooks(on_step_finish=on_step_finish))

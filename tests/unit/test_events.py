@@ -20,7 +20,7 @@ SAMPLES: list[events._Event] = [
     events.ToolResultEvent(tool_call_id="t1", tool_name="search", content="{}", is_error=False),
     events.StatePatchEvent(patches=[{"op": "add", "path": "/a", "value": 1}]),
     events.StepFinishEvent(step=1, stop_reason="end_turn", usage={"total_tokens": 3}),
-    events.FinishEvent(output={"answer": 42}, stop_reason="end_turn"),
+    events.FinishEvent(output={"answer": 42}, stop_reason="end_turn", usage={"total_tokens": 7}),
     events.ErrorEvent(error="boom", stop_reason="error"),
     events.InterruptedEvent(step=2),
     events.AbortedEvent(reason="operator"),
