@@ -182,7 +182,8 @@ class AgentConfig:
         return with_output_requirement(prompt, self.finish_tool_name)
 
     async def should_stop(self, info: StopInfo) -> bool:
-        """``max_steps`` OR-ed with ``stop_when`` (seed 001), evaluated after a tool step."""
+        """``max_steps`` OR-ed with ``stop_when`` (seed 001) over one run's ``StopInfo``,
+        evaluated after each step that did not end the run by itself."""
         return await compile_stop_conditions(self.max_steps, self.stop_when)(info)
 
 

@@ -60,6 +60,7 @@ from helix_dbos.text import storable
 from helix_dbos.types import (
     FINISH_TOOL_NAME,
     AgentResult,
+    ErrorStepResult,
     Message,
     StepResult,
     TextStepResult,
@@ -193,6 +194,11 @@ class AgentLoop:
     # --- deciding how the step ends -----------------------------------------------------
 
     async def _decide(self, step_result: StepResult, plan: StepProcessingPlan, out: StepOutput) -> Terminal | None:
+        """How the step ends the run, if it does, in seed 000's priority order: structured
+        output (or ``__finish__``), an error with ``should_stop``, then (for tool steps)
+        finishWith and the runaway guard, a step without tool calls, and last
+        ``max_steps`` / ``stop_when`` over this run's steps. An error step with
+        ``should_stop=False`` is not terminal: the model is asked again."""
         if plan.is_terminal and plan.status_update is not None:
             update = plan.status_update
             return Terminal(
@@ -205,13 +211,18 @@ class AgentLoop:
         if tripped is not None:
             error = f"tool {tripped!r} failed on {self.guard.max_same_tool_errors} consecutive steps"
             return Terminal(status="failed", error=error, stop_reason="error")
-        if not should_continue(step_result):
+        if not should_continue(step_result) and not isinstance(step_result, ErrorStepResult):
             ended = self._text_terminal(step_result, out)
             if ended is not None:
                 return ended
-        if await self.agent.should_stop(StopInfo(steps=self.steps, step_count=self.step_count + 1, usage=self.usage)):
+        if await self.agent.should_stop(self._stop_info()):
             return self._stopped_by_condition()
         return None
+
+    def _stop_info(self) -> StopInfo:
+        """What ``max_steps`` and ``stop_when`` see: this run's steps and usage (the
+        budget is per run, seed 001), not the session's."""
+        return StopInfo(steps=self.steps, step_count=len(self.steps), usage=self.usage)
 
     def _finish_with_terminal(self, outcomes: list[ToolOutcome]) -> Terminal | None:
         """The first successful finishWith call completes the agent (seed 003)."""
@@ -234,20 +245,20 @@ class AgentLoop:
                 return None
             if determine_final_status(step_result) == "completed":
                 return None  # keep going: the model must call the completion tool
-        status = determine_final_status(step_result)
-        if status == "failed":
-            error = getattr(step_result, "error", None) or f"model stopped with reason {stop_reason}"
-            return Terminal(status="failed", error=error, stop_reason=stop_reason or "error")
+        if determine_final_status(step_result) == "failed":
+            return Terminal(status="failed", error=f"model stopped with reason {stop_reason}", stop_reason=stop_reason)
         output = step_result.content if isinstance(step_result, TextStepResult) else None
         return Terminal(status="completed", output=output, stop_reason=stop_reason or "end_turn")
 
     def _stopped_by_condition(self) -> Terminal:
+        last = self.steps[-1]
+        if isinstance(last, ErrorStepResult):  # a non-terminal error step used up the budget
+            return Terminal(status="failed", error=last.error, stop_reason="max_steps")
         if self.agent.output_schema is not None:
             return Terminal(
                 status="failed", error="stopped before producing output (max_steps or stop_when)", stop_reason="max_steps"
             )
-        output = getattr(self.steps[-1], "content", None)
-        return Terminal(status="completed", output=output, stop_reason="max_steps")
+        return Terminal(status="completed", output=getattr(last, "content", None), stop_reason="max_steps")
 
     # --- commit and after -----------------------------------------------------------
 

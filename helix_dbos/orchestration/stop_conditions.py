@@ -25,7 +25,8 @@ from helix_dbos.types import SUB_AGENT_TOOL_PREFIX, StepResult, ToolCallsStepRes
 
 @dataclass(frozen=True)
 class StopInfo:
-    """The loop state a stop condition sees: every step so far, their count, usage summed."""
+    """The loop state a stop condition sees, all of one run (one turn of a session, or
+    the run a resume starts): its steps so far, their count, their LLM usage summed."""
 
     steps: Sequence[StepResult]
     step_count: int

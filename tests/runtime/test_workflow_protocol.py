@@ -12,7 +12,7 @@ from typing import Any
 from dbos import DBOS
 from pydantic import BaseModel
 
-from helix_dbos import AgentHooks, ApprovalResponse, ToolContext, create_sub_agent_tool, define_agent, define_tool
+from helix_dbos import AgentHooks, ApprovalResponse, MockLLMAdapter, ToolContext, create_sub_agent_tool, define_agent, define_tool
 from runtime_testkit import RESULT_TIMEOUT, agent, call, calls, family_model, text, unique, use_model, wait_for
 
 
@@ -63,6 +63,18 @@ def test_a_step_whose_hooks_wrote_the_state_records_one_save_after_its_commit(ex
         "helix_begin_run",
         "llm", "tool:lookup", "helix_commit_step", "helix_save_hook_state",
         "llm", "helix_commit_step",
+    ]
+
+
+def test_error_step_without_should_stop_records_its_commit_then_asks_the_model_again(executor: Any) -> None:
+    mock = MockLLMAdapter()  # queued: the error step adds no assistant message to key a script on
+    mock.add_response({"type": "error", "error": "overloaded", "should_stop": False})
+    mock.add_response(text("hello"))
+    executor.llm = mock
+    handle = executor.execute(define_agent(unique("proto-error"), system_prompt="s"), "hi")
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    assert recorded_steps(handle.workflow_id) == [
+        "helix_begin_run", "llm", "helix_commit_step", "llm", "helix_commit_step",
     ]
 
 
