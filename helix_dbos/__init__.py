@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "has_tool_call": "helix_dbos.orchestration",
     "step_count_is": "helix_dbos.orchestration",
     "total_tokens_exceed": "helix_dbos.orchestration",
+    "StopInfo": "helix_dbos.orchestration",
     # models
     "LLMAdapter": "helix_dbos.llm",
     "LLMConfig": "helix_dbos.types",
