@@ -36,7 +36,7 @@ from helix_dbos.client.queues import DEFAULT_QUEUE
 from helix_dbos.client.streams import follow_events
 from helix_dbos.client.workflows import ClientWorkflows
 from helix_dbos.database import check_connection, validate_url
-from helix_dbos.errors import HelixError, SessionNotFoundError
+from helix_dbos.errors import HelixError
 from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos.store import reads
 from helix_dbos.store.engine import create_engine
@@ -106,7 +106,7 @@ def show_session(url: str, session_id: str) -> SessionDetail:
     too), answers, usage and child sessions."""
     with _engine(url) as engine, engine.connect() as conn:
         return SessionDetail(
-            session=_require_session(conn, session_id),
+            session=commands.require_session(conn, session_id),
             transcript=reads.transcript(conn, session_id),
             state=reads.load_state(conn, session_id),
             runs=reads.list_runs(conn, session_id),
@@ -121,7 +121,7 @@ def show_session(url: str, session_id: str) -> SessionDetail:
 def list_runs(url: str, session_id: str) -> list[RunRecord]:
     """Every run of the session, oldest first, each with its DBOS workflow's status."""
     with _engine(url) as engine, engine.connect() as conn:
-        _require_session(conn, session_id)
+        commands.require_session(conn, session_id)
         return reads.list_runs(conn, session_id)
 
 
@@ -134,7 +134,7 @@ def get_current_run(url: str, session_id: str) -> RunRecord | None:
 def state_at(url: str, session_id: str, step: int | None = None) -> dict[str, Any]:
     """The custom state after step ``step`` (default: the latest), rebuilt from the patch log."""
     with _engine(url) as engine, engine.connect() as conn:
-        row = _require_session(conn, session_id)
+        row = commands.require_session(conn, session_id)
         if step is not None and not 0 <= step <= row.step_count:
             raise HelixError(f"session {row.id!r} has steps 0 to {row.step_count}; there is no step {step}")
         return reads.load_state(conn, session_id, step)
@@ -145,7 +145,7 @@ def list_pending(url: str, session_id: str | None = None) -> list[PendingToolCal
     includes the calls of its sub-sessions)."""
     with _engine(url) as engine, engine.connect() as conn:
         if session_id is not None:
-            _require_session(conn, session_id)
+            commands.require_session(conn, session_id)
         return reads.list_pending(conn, session_id)
 
 
@@ -157,7 +157,7 @@ def tail(url: str, session_id: str, from_seq: int = 0, follow: bool = True) -> I
     already written, for a session that is not running).
     """
     with _engine(url) as engine, engine.connect() as conn:
-        _require_session(conn, session_id)  # raise now, not at the first next()
+        commands.require_session(conn, session_id)  # raise now, not at the first next()
     return _tail(url, session_id, from_seq, follow)
 
 
@@ -260,14 +260,6 @@ def _engine(url: str) -> Iterator[sa.Engine]:
         engine.dispose()
 
 
-def _require_session(conn: sa.Connection, session_id: str) -> SessionRecord:
-    require_storable("session_id", session_id)
-    row = reads.get_session_row(conn, session_id)
-    if row is None:
-        raise SessionNotFoundError(f"no session {session_id!r}")
-    return row
-
-
 def _running(engine: sa.Engine, session_id: str) -> bool:
     with engine.connect() as conn:
-        return _require_session(conn, session_id).status in ACTIVE_STATUSES
+        return commands.require_session(conn, session_id).status in ACTIVE_STATUSES

@@ -211,7 +211,7 @@ def _validate_client_result(response: ClientToolResult, pending: PendingToolCall
 def interrupt(engine: sa.Engine, session_id: str) -> bool:
     """Ask a running session (and its running sub-agents) to stop after the current step."""
     with engine.begin() as conn:
-        _require_session(conn, session_id)
+        require_session(conn, session_id)
         return any([writes.request_interrupt(conn, sid) for sid in reads.active_tree(conn, session_id)])
 
 
@@ -220,7 +220,7 @@ def abort(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str)
     first, and end each ``aborted``. True when at least one run was ended."""
     require_storable("reason", reason)
     with engine.connect() as conn:
-        _require_session(conn, session_id)
+        require_session(conn, session_id)
         running = [row for sid in reads.active_tree(conn, session_id) if (row := reads.get_session_row(conn, sid))]
     aborted = False
     for row in running:
@@ -236,12 +236,12 @@ def abort(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str)
 def cancel(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str) -> RunControl:
     """:func:`abort` for an operator: refuses a session with no run in progress, and reports."""
     with engine.connect() as conn:
-        row = _require_session(conn, session_id)
+        row = require_session(conn, session_id)
     if row.status not in ACTIVE_STATUSES:
         raise HelixError(f"session {session_id!r} has no run in progress (status {row.status})")
     ended = abort(engine, workflows, session_id, reason)
     with engine.connect() as conn:
-        status = _require_session(conn, session_id).status
+        status = require_session(conn, session_id).status
     workflow_id = run_workflow_id(session_id, row.run_count)
     return RunControl(session_id=session_id, run=row.run_count, workflow_id=workflow_id, status=status, changed=ended)
 
@@ -253,7 +253,7 @@ def resumes_in_place(engine: sa.Engine, workflows: Workflows, session_id: str) -
     a tool that finished after the abort is not run again, whatever the model would say
     if asked anew."""
     with engine.connect() as conn:
-        row = _require_session(conn, session_id)
+        row = require_session(conn, session_id)
     if row.status != SessionStatus.ABORTED or not row.run_count:
         return False
     return workflows.status(run_workflow_id(session_id, row.run_count)) == "CANCELLED"
@@ -265,14 +265,14 @@ def resume_workflow(engine: sa.Engine, workflows: Workflows, session_id: str) ->
     its pending calls): DBOS's status change does that, through helix's trigger
     (store/sql/004), exactly as when ``dbos workflow resume`` does it."""
     with engine.connect() as conn:
-        row = _require_session(conn, session_id)
+        row = require_session(conn, session_id)
     workflow_id = run_workflow_id(session_id, row.run_count) if row.run_count else None
     workflow_status = workflows.status(workflow_id) if workflow_id else None
     if workflow_id is None or workflow_status not in RESUMABLE_WORKFLOW_STATUSES:
         raise HelixError(_not_resumable(row, workflow_status))
     workflows.resume(workflow_id)
     with engine.connect() as conn:
-        status = _require_session(conn, session_id).status
+        status = require_session(conn, session_id).status
     return RunControl(session_id=session_id, run=row.run_count, workflow_id=workflow_id, status=status, changed=True)
 
 
@@ -304,7 +304,7 @@ def move_to_version(
     require_storable("version", version)
     require_storable("queue", queue)
     with engine.connect() as conn:
-        row = _require_session(conn, session_id)
+        row = require_session(conn, session_id)
         runs = reads.list_runs(conn, session_id)
     current = runs[-1] if runs else None
     if row.status not in ACTIVE_STATUSES or current is None or current.workflow_status not in ("PENDING", "ENQUEUED"):
@@ -336,7 +336,7 @@ def fork(engine: sa.Engine, session_id: str, from_step: int, new_session_id: str
     require_storable("new_session_id", new_session_id)
     new_id = new_session_id or str(uuid.uuid4())
     with engine.begin() as conn:
-        row = _require_session(conn, session_id)
+        row = require_session(conn, session_id)
         if not 0 <= from_step <= row.step_count:
             raise HelixError(f"session {session_id!r} has steps 0 to {row.step_count}; cannot fork from step {from_step}")
         if reads.get_session_row(conn, new_id) is not None:
@@ -348,7 +348,8 @@ def fork(engine: sa.Engine, session_id: str, from_step: int, new_session_id: str
         return created
 
 
-def _require_session(conn: sa.Connection, session_id: str) -> SessionRecord:
+def require_session(conn: sa.Connection, session_id: str) -> SessionRecord:
+    """The session's row, or :class:`SessionNotFoundError` (a clear error for an unstorable id too)."""
     require_storable("session_id", session_id)
     row = reads.get_session_row(conn, session_id)
     if row is None:

@@ -262,10 +262,8 @@ class DBOSAgentExecutor:
             return reads.get_session_row(conn, session_id)
 
     def _require_session(self, session_id: str) -> SessionRecord:
-        row = self._session_row(session_id)
-        if row is None:
-            raise SessionNotFoundError(f"no session {session_id!r}")
-        return row
+        with self.engine.connect() as conn:
+            return commands.require_session(conn, session_id)
 
     def _registered(self, agent: AgentConfig | str) -> AgentConfig:
         if isinstance(agent, str):
