@@ -154,8 +154,9 @@ def test_results_are_in_call_order_when_the_second_call_finishes_first(executor)
         ("c2", {"name": "fast"}),
     ]
     assert_paired(messages)
+    # The stream has each result when its tool ended (issue 15): the fast one first.
     stream = [e["data"]["tool_call_id"] for e in events(executor, handle.session_id) if e["type"] == "tool_result"]
-    assert stream == ["c1", "c2"]
+    assert stream == ["c2", "c1"]
     # ... and the model saw them in that order too.
     seen = [m.tool_call_id for m in mock.get_last_input().messages if m.role == "tool"]
     assert seen == ["c1", "c2"]
