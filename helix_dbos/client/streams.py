@@ -1,7 +1,8 @@
 """Follow a session's durable event stream from any process, woken by LISTEN/NOTIFY.
 
-Events are rows of ``helix.events`` written in each step's commit transaction; a trigger
-sends ``NOTIFY helix_events, '<session id>'``. A reader blocks on the notification and
+Events are rows of ``helix.events``, written as they happen (a step's ``step_start``
+before its model call, a tool's result when the tool ends: docs/architecture.md, "The
+durable event stream"); a trigger sends ``NOTIFY helix_events, '<session id>'``. A reader blocks on the notification and
 reads what is new, so it never busy-polls::
 
     >>> for event in follow_events(url, "s1"):               # doctest: +SKIP

@@ -23,8 +23,9 @@ from dbos import DBOS, SetWorkflowID
 from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.requests import RunRequest, run_workflow_id
 from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.scope import RunScope
-from helix_dbos.events import Event, SubAgentEventEvent, SubAgentFinishEvent, SubAgentStartEvent
+from helix_dbos.durable.scope import RunScope, tool_result_events
+from helix_dbos.durable.step_events import StepEvents
+from helix_dbos.events import SubAgentFinishEvent, SubAgentStartEvent
 from helix_dbos.orchestration import create_sub_agent_result_message
 from helix_dbos.subagents import SubAgentSpec, child_session_id
 from helix_dbos.text import storable
@@ -34,9 +35,12 @@ Started = tuple[ParsedSubAgentCall, RunRequest, Any]
 
 
 async def run_children(
-    scope: RunScope, step_no: int, state: Any, calls: list[ParsedSubAgentCall], events: list[Event]
+    scope: RunScope, step_no: int, state: Any, calls: list[ParsedSubAgentCall], events: StepEvents
 ) -> list[ToolResultMessage]:
-    """Run each call's child to its end; their results, and their events appended to ``events``.
+    """Run each call's child to its end; their results. ``subagent_start`` is streamed
+    before a child starts, its ``subagent_finish`` and tool result when it ends; the
+    child's own events reach the parent's stream as the child writes them (a trigger,
+    store/sql/008).
 
     While children run the parent waits for them: ``on_agent_suspended("awaiting_children",
     call ids)`` fires before the first starts, ``on_agent_resumed("awaiting_children")``
@@ -67,9 +71,10 @@ async def run_children(
             _dispatch_failed(scope, call, refusal)
             results.append(_sub_agent_error(call, f"Sub-agent {call.agent_type} was not started: {refusal}"))
             continue
+        start = SubAgentStartEvent(tool_call_id=call.id, session_id=request.session_id, agent=request.agent_name)
+        await events.publish([(f"child_start:{call.id}", start)])
         with SetWorkflowID(run_workflow_id(request.session_id, 1)):
             handle = await DBOS.start_workflow_async(agent_run_workflow, request.model_dump(mode="json"))
-        events.append(SubAgentStartEvent(tool_call_id=call.id, session_id=request.session_id, agent=request.agent_name))
         running.append((call, request, handle))
     for item in running:
         results.append(await _finish_child(item, events))
@@ -100,19 +105,20 @@ def child_request(scope: RunScope, call: ParsedSubAgentCall) -> tuple[RunRequest
     return request, None
 
 
-async def _finish_child(item: Started, events: list[Event]) -> ToolResultMessage:
+async def _finish_child(item: Started, events: StepEvents) -> ToolResultMessage:
     call, request, handle = item
     try:
         result = AgentResult.model_validate(await handle.get_result())
     except Exception as exc:  # the child workflow failed or was cancelled
         status = "aborted" if "cancel" in str(exc).lower() else "failed"
         result = AgentResult(session_id=request.session_id, status=status, error=str(exc))
-    child_events = await asyncio.to_thread(current_runtime().session_events, request.session_id)
-    events.extend(SubAgentEventEvent(session_id=request.session_id, event=e) for e in child_events)
-    events.append(SubAgentFinishEvent(tool_call_id=call.id, session_id=request.session_id, status=result.status))
     if result.status == "completed":
-        return create_sub_agent_result_message(call.id, call.agent_type, result=result.output, success=True)
-    return _sub_agent_error(call, f"Sub-agent {call.agent_type} {result.status}: {result.error or 'no output'}")
+        message = create_sub_agent_result_message(call.id, call.agent_type, result=result.output, success=True)
+    else:
+        message = _sub_agent_error(call, f"Sub-agent {call.agent_type} {result.status}: {result.error or 'no output'}")
+    finish = SubAgentFinishEvent(tool_call_id=call.id, session_id=request.session_id, status=result.status)
+    await events.publish([(f"child_finish:{call.id}", finish), *tool_result_events([message])])
+    return message
 
 
 def _dispatch_failed(scope: RunScope, call: ParsedSubAgentCall, error: str) -> None:

@@ -38,7 +38,7 @@ from helix_dbos.durable.requests import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
 from helix_dbos.durable.steps import evaluate_approval
-from helix_dbos.durable.tool_phases import start_parallel
+from helix_dbos.durable.tool_phases import OnOutcome, start_parallel
 from helix_dbos.store.records import WaitState
 from helix_dbos.types import ParsedToolCall, SessionStatus
 
@@ -122,12 +122,14 @@ async def settle(
     gates: Gates,
     answers: list[dict[str, Any] | None],
     base: Any,
+    on_outcome: OnOutcome,
 ) -> list[ToolOutcome]:
-    """Run the approved calls (in parallel, from the pre-step state); turn the rest into results."""
+    """Run the approved calls (in parallel, from the pre-step state, each outcome passed to
+    ``on_outcome``); turn the rest into results."""
     approved = [
         c for c, a in zip(calls, answers) if gates[c.id] == "approval" and outcome_error("approval", c.id, a) is None
     ]
-    outcomes = list(await start_parallel(scope, step_no, approved, base))
+    outcomes = list(await start_parallel(scope, step_no, approved, base, on_outcome))
     for call, answer in zip(calls, answers):
         if call in approved:
             continue

@@ -5,6 +5,9 @@ Per agent step::
     llm step  ->  plan (pure)  ->  phase 1: regular tools, parallel, one step each
               ->  phase 2: finishWith tools, in order  ->  sub-agents  ->  ONE commit transaction
 
+The step's stream events are written as they happen, each keyed so that a replay writes
+nothing twice (``durable/step_events.py``); the commit writes the ones still missing.
+
 The loop keeps the transcript and the state in memory. It reads them once, at the start
 of the run, from the append-only logs as of the run's first step, so a recovered run
 rebuilds exactly what the crashed one had before replaying its checkpointed steps.
@@ -29,6 +32,7 @@ from helix_dbos.durable.scope import (
     assistant_events,
     in_call_order,
     llm_usage_row,
+    outcome_events,
     result_message,
     step_info,
     terminal_events,
@@ -39,7 +43,8 @@ from helix_dbos.durable.scope import (
 )
 from helix_dbos.durable.steps import call_llm, llm_output
 from helix_dbos.durable.tool_phases import classify, run_tool_step, start_parallel
-from helix_dbos.events import Event, StatePatchEvent, StepFinishEvent, StepStartEvent, parse_event
+from helix_dbos.durable.step_events import StepEvents
+from helix_dbos.events import StatePatchEvent, StepFinishEvent, StepStartEvent
 from helix_dbos.orchestration import (
     RunawayGuard,
     StepProcessingPlan,
@@ -76,10 +81,10 @@ SNAPSHOT_EVERY_STEPS = 100
 class StepOutput:
     """Everything one agent step produced, before it is committed."""
 
+    events: StepEvents
     messages: list[Message] = field(default_factory=list)
     writes: list[Any] = field(default_factory=list)
     usage_rows: list[UsageRow] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
     outcomes: list[ToolOutcome] = field(default_factory=list)
     results: list[ToolResultMessage] = field(default_factory=list)
     resolved: list[ResolvedCall] = field(default_factory=list)
@@ -121,23 +126,27 @@ class AgentLoop:
     # --- one step ---------------------------------------------------------------------
 
     async def _run_step(self, step_no: int) -> StepOutput:
+        """One step; its events reach the stream as they happen (``durable/step_events.py``):
+        ``step_start`` now, the model's after the LLM step, a tool's when it ends, the rest
+        with the commit."""
+        out = StepOutput(events=StepEvents(self.scope.session_id, self.scope.request.run, step_no))
+        await out.events.publish([("step_start", StepStartEvent(step=step_no))])
         step_result, usage = await self._call_llm()
         self.steps.append(step_result)
         self.usage = self.usage + usage
         self.last_usage = usage
         plan = plan_step_processing(step_result, output_schema=self.agent.output_schema)
-        out = StepOutput()
         out.usage_rows.append(llm_usage_row(self.agent.llm_config.model, usage, step_result))
-        out.events.append(StepStartEvent(step=step_no))
         if plan.assistant_message_plan is not None:
             assistant = create_assistant_message(plan.assistant_message_plan)
             out.messages.append(assistant)
-            out.events.extend(assistant_events(assistant))
+            await out.events.publish(assistant_events(assistant))
         await self._run_tools(step_no, plan, out)
         out.terminal = await self._decide(step_result, plan, out)
-        out.events.append(StepFinishEvent(step=step_no, stop_reason=getattr(step_result, "stop_reason", None),
-                                          usage=usage.model_dump(mode="json")))
-        out.events.extend(terminal_events(out.terminal, self.usage))
+        finish = StepFinishEvent(
+            step=step_no, stop_reason=getattr(step_result, "stop_reason", None), usage=usage.model_dump(mode="json")
+        )
+        out.events.add([("step_finish", finish), *terminal_events(out.terminal, self.usage)])
         return out
 
     async def _call_llm(self) -> tuple[StepResult, Usage]:
@@ -147,19 +156,26 @@ class AgentLoop:
 
     async def _run_tools(self, step_no: int, plan: StepProcessingPlan, out: StepOutput) -> None:
         scope = self.scope
+
+        async def stream_outcome(outcome: ToolOutcome) -> None:
+            await out.events.publish(outcome_events(outcome))
+
         calls = classify(scope, plan.pending_tool_calls)
         base = StateTracker(self.state).get_state()  # one shared read-only view for every tool
         gates = await hitl.gate(scope, step_no, calls.regular, base)
         free = [c for c in calls.regular if c.id not in gates]
         gated = [c for c in calls.regular if c.id in gates]
         waiting = await hitl.suspend(scope, step_no, gated, gates, self.state) if gated else None
-        running = start_parallel(scope, step_no, free, base)  # step ids fixed before any wait
+        running = start_parallel(scope, step_no, free, base, stream_outcome)  # step ids fixed before any wait
         answers = await hitl.wait_for_answers(scope, step_no, gated, waiting) if waiting is not None else []
         phase1 = list(await running)
         if gated:
             reason = hitl.suspension_status(gates).value
             await fire_hook(self.agent.hooks, "on_agent_resumed", reason, scope.hook_context(step_no, self.state))
-            phase1 += await hitl.settle(scope, step_no, gated, gates, answers, base)
+            settled = await hitl.settle(scope, step_no, gated, gates, answers, base, stream_outcome)
+            for outcome in settled:
+                await stream_outcome(outcome)  # the unexecuted ones: denied, timed out, answered by the client
+            phase1 += settled
             out.resolved = [
                 ResolvedCall(tool_call_id=c.id, status="answered" if a else "timed_out") for c, a in zip(gated, answers)
             ]
@@ -167,12 +183,16 @@ class AgentLoop:
         phase1.sort(key=lambda o: order[o.tool_call_id])
         phase1_writes = merge_step_writes([o.writes for o in phase1])
         state = apply_step_writes(self.state, phase1_writes)
+        if phase1_writes:  # parallel tools' writes merge in call order (seed 002): one patch
+            await out.events.publish([("patch", StatePatchEvent(patches=step_writes_to_rfc6902(phase1_writes)))])
         writes = list(phase1_writes)
         phase2: list[ToolOutcome] = []
         for call in calls.finishers:
-            outcome = await run_tool_step(scope, step_no, call, state)
+            outcome = await run_tool_step(scope, step_no, call, state, stream_outcome)
             phase2.append(outcome)
             if outcome.writes:
+                patch = StatePatchEvent(patches=step_writes_to_rfc6902(outcome.writes))
+                await out.events.publish([(f"patch:{call.id}", patch)])
                 state = apply_step_writes(state, outcome.writes)
                 writes = merge_step_writes([writes, outcome.writes])
         out.outcomes = phase1 + phase2
@@ -186,10 +206,7 @@ class AgentLoop:
         for outcome in out.outcomes:
             if outcome.executed:
                 out.usage_rows.append(tool_usage_row(outcome))
-        out.events.extend(_tool_events(out.outcomes))
-        out.events.extend(tool_result_events(out.results))
-        if writes:
-            out.events.append(StatePatchEvent(patches=step_writes_to_rfc6902(writes)))
+        out.events.add(tool_result_events(out.results))  # the results no tool or child streamed
 
     # --- deciding how the step ends -----------------------------------------------------
 
@@ -272,7 +289,7 @@ class AgentLoop:
             patch=step_writes_to_rfc6902(out.writes) if out.writes else None,
             snapshot=new_state if step_no % SNAPSHOT_EVERY_STEPS == 0 else None,
             usage=out.usage_rows,
-            events=out.events,
+            events=out.events.all,
             terminal=out.terminal,
             resolved=out.resolved,
         )
@@ -321,8 +338,3 @@ def _terminal_stop_reason(plan: StepProcessingPlan) -> str | None:
     if plan.finish_tool_call_id is not None:
         return "tool_use"
     return "error" if plan.status_update is not None and plan.status_update.status == "failed" else "end_turn"
-
-
-def _tool_events(outcomes: list[ToolOutcome]) -> list[Event]:
-    """The custom events the tools emitted, in call order."""
-    return [parse_event(row["type"], row["data"]) for outcome in outcomes for row in outcome.events]

@@ -35,7 +35,7 @@ from helix_dbos.llm import LLMAdapter
 from helix_dbos.logs import EventLog
 from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_finish_tool_result
 from helix_dbos.store import reads, writes
-from helix_dbos.store.records import HookStateSave, RecordedOutcome, StepCommit
+from helix_dbos.store.records import HookStateSave, KeyedEvent, RecordedOutcome, StepCommit
 from helix_dbos.store.transient import retry_transient
 from helix_dbos.subagents import sub_agents_of
 from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus, UserMessage
@@ -182,7 +182,7 @@ class AgentRuntime:
             )
             for row in rows
         ]
-        writes.append_events(conn, session_id, run, step - 1, events)
+        writes.append_events(conn, session_id, run, step, events)
         return writes.collect_answers(conn, session_id, [row["tool_call_id"] for row in rows]).model_dump(mode="json")
 
     def _collect_answers(self, session_id: str, tool_call_ids: list[str]) -> dict[str, Any]:
@@ -208,6 +208,19 @@ class AgentRuntime:
 
         return retry_transient(read)
 
+    # --- live events (store/sql/008), written by workflow code as they happen --------------
+
+    def append_live_events(self, session_id: str, run: int, step: int, events: list[KeyedEvent]) -> None:
+        """Put a step's keyed events in the stream now, in one short autocommit transaction
+        (retried on connection faults). Keys already written are skipped, so a replay
+        writes nothing twice."""
+
+        def write() -> None:
+            with self.engine.begin() as conn:
+                writes.append_events_once(conn, session_id, run, step, events)
+
+        retry_transient(write)
+
     # --- reads of workflow code (immutable history, so safe to repeat on replay) -------------
 
     def load_run_context(self, session_id: str, message_seq: int, step: int) -> tuple[list[Message], dict[str, Any]]:
@@ -216,16 +229,6 @@ class AgentRuntime:
         def load() -> tuple[list[Message], dict[str, Any]]:
             with self.engine.connect() as conn:
                 return reads.load_messages(conn, session_id, message_seq), reads.load_state(conn, session_id, step)
-
-        return retry_transient(load)
-
-    def session_events(self, session_id: str) -> list[dict[str, Any]]:
-        """All events of a (finished) session, as plain data, to relay into its parent's stream."""
-
-        def load() -> list[dict[str, Any]]:
-            with self.engine.connect() as conn:
-                events = reads.events_after(conn, session_id, 0, limit=100_000)
-            return [{"seq": e.seq, "type": e.type, "data": e.data} for e in events]
 
         return retry_transient(load)
 

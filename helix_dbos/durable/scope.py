@@ -9,7 +9,7 @@ from typing import Any
 from helix_dbos.agents import AgentConfig
 from helix_dbos.durable.requests import RunRequest, ToolOutcome, run_workflow_id
 from helix_dbos.durable.steps import ToolJob
-from helix_dbos.events import ErrorEvent, Event, FinishEvent, TextEvent, ToolCallEvent, ToolResultEvent
+from helix_dbos.events import ErrorEvent, Event, FinishEvent, TextEvent, ToolCallEvent, ToolResultEvent, parse_event
 from helix_dbos.orchestration import StepProcessingPlan, create_tool_result_message
 from helix_dbos.state import StateTracker
 from helix_dbos.store.records import Terminal, UsageRow
@@ -89,21 +89,34 @@ def tool_calls_of(messages: list[Message]) -> list[ParsedToolCall]:
     return [call for m in messages if isinstance(m, AssistantMessage) for call in m.tool_calls]
 
 
-def assistant_events(message: AssistantMessage) -> list[Event]:
-    events: list[Event] = []
+def assistant_events(message: AssistantMessage) -> list[tuple[str, Event]]:
+    """The model's ``text`` and ``tool_call`` events, with their key parts (``durable/step_events.py``)."""
+    events: list[tuple[str, Event]] = []
     if message.content:
-        events.append(TextEvent(content=message.content))
+        events.append(("text", TextEvent(content=message.content)))
     events.extend(
-        ToolCallEvent(tool_call_id=call.id, tool_name=call.name, input=call.arguments)
+        (f"call:{call.id}", ToolCallEvent(tool_call_id=call.id, tool_name=call.name, input=call.arguments))
         for call in message.tool_calls
         if call.name != FINISH_TOOL_NAME
     )
     return events
 
 
-def tool_result_events(results: list[ToolResultMessage]) -> list[Event]:
+def outcome_events(outcome: ToolOutcome) -> list[tuple[str, Event]]:
+    """What a finished tool streams: the custom events it emitted, then its result."""
+    custom: list[tuple[str, Event]] = [
+        (f"custom:{outcome.tool_call_id}:{i}", parse_event(row["type"], row["data"]))
+        for i, row in enumerate(outcome.events)
+    ]
+    return custom + tool_result_events([result_message(outcome)])
+
+
+def tool_result_events(results: list[ToolResultMessage]) -> list[tuple[str, Event]]:
     return [
-        ToolResultEvent(tool_call_id=r.tool_call_id, tool_name=r.tool_name, content=r.content, is_error=r.is_error)
+        (
+            f"result:{r.tool_call_id}",
+            ToolResultEvent(tool_call_id=r.tool_call_id, tool_name=r.tool_name, content=r.content, is_error=r.is_error),
+        )
         for r in results
         if r.tool_name != FINISH_TOOL_NAME
     ]
@@ -130,13 +143,14 @@ def step_info(
     )
 
 
-def terminal_events(terminal: Terminal | None, usage: Usage) -> list[Event]:
+def terminal_events(terminal: Terminal | None, usage: Usage) -> list[tuple[str, Event]]:
     """The event that ends the run, if the step ends it; ``finish`` carries the run's usage."""
     if terminal is None:
         return []
     if terminal.status == "completed":
-        return [FinishEvent(output=terminal.output, stop_reason=terminal.stop_reason, usage=usage.model_dump(mode="json"))]
-    return [ErrorEvent(error=terminal.error, stop_reason=terminal.stop_reason)]
+        usage_json = usage.model_dump(mode="json")
+        return [("end", FinishEvent(output=terminal.output, stop_reason=terminal.stop_reason, usage=usage_json))]
+    return [("end", ErrorEvent(error=terminal.error, stop_reason=terminal.stop_reason))]
 
 
 def llm_usage_row(model: str, usage: Usage, step_result: StepResult) -> UsageRow:

@@ -8,7 +8,7 @@ order they finished in.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +49,13 @@ def classify(scope: RunScope, calls: list[ParsedToolCall]) -> Classified:
     return found
 
 
-def start_parallel(scope: RunScope, step_no: int, calls: list[ParsedToolCall], base_state: Any) -> Awaitable[list[ToolOutcome]]:
+OnOutcome = Callable[[ToolOutcome], Awaitable[None]]
+"""Called with each tool's outcome right after its step is checkpointed (to stream its events)."""
+
+
+def start_parallel(
+    scope: RunScope, step_no: int, calls: list[ParsedToolCall], base_state: Any, on_outcome: OnOutcome
+) -> Awaitable[list[ToolOutcome]]:
     """Start calls concurrently under the agent's cap; their step ids are reserved now, in call order."""
     reservations = [DBOS.reserve_step() for _ in calls]
     limit = asyncio.Semaphore(max(1, scope.agent.max_tool_concurrency))
@@ -59,12 +65,18 @@ def start_parallel(scope: RunScope, step_no: int, calls: list[ParsedToolCall], b
             checkpoint = await reservation.run_async(
                 {"name": f"tool:{call.name}"}, run_tool, scope.job(step_no, call, base_state)
             )
-            return ToolOutcome.model_validate(checkpoint)
+            outcome = ToolOutcome.model_validate(checkpoint)
+        await on_outcome(outcome)
+        return outcome
 
     return asyncio.gather(*(run_one(r, call) for r, call in zip(reservations, calls)))
 
 
-async def run_tool_step(scope: RunScope, step_no: int, call: ParsedToolCall, base_state: Any) -> ToolOutcome:
+async def run_tool_step(
+    scope: RunScope, step_no: int, call: ParsedToolCall, base_state: Any, on_outcome: OnOutcome
+) -> ToolOutcome:
     """One tool, as one DBOS step, now."""
     checkpoint = await DBOS.run_step_async({"name": f"tool:{call.name}"}, run_tool, scope.job(step_no, call, base_state))
-    return ToolOutcome.model_validate(checkpoint)
+    outcome = ToolOutcome.model_validate(checkpoint)
+    await on_outcome(outcome)
+    return outcome

@@ -207,6 +207,22 @@ class ResolvedCall(BaseModel):
     status: Literal["answered", "timed_out"]
 
 
+class KeyedEvent(BaseModel):
+    """An event of a step with its key, unique in the session (``<run>.<step>.<part>``):
+    writing it again, from a replay or from the commit, writes nothing (store/sql/008)::
+
+        >>> from helix_dbos.events import StepStartEvent
+        >>> KeyedEvent(key="1.2.step_start", event=StepStartEvent(step=2)).to_row()
+        {'type': 'step_start', 'data': {'step': 2}, 'key': '1.2.step_start'}
+    """
+
+    key: str
+    event: Event
+
+    def to_row(self) -> dict[str, Any]:
+        return {**self.event.to_row(), "key": self.key}
+
+
 class StepCommit(BaseModel):
     """Everything one agent step writes, in ONE call to ``helix.commit_step`` (store/sql/002).
 
@@ -223,7 +239,8 @@ class StepCommit(BaseModel):
     snapshot: dict[str, Any] | None = None
     """A full copy of the state after the step, every so many steps."""
     usage: list[UsageRow] = Field(default_factory=list)
-    events: list[Event] = Field(default_factory=list)
+    events: list[KeyedEvent] = Field(default_factory=list)
+    """All the step's events; the commit writes those not written while the step ran."""
     terminal: Terminal | None = None
     resolved: list[ResolvedCall] = Field(default_factory=list)
 

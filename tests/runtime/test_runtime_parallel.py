@@ -26,6 +26,7 @@ from runtime_testkit import (
     tool_results,
     unique,
     use_model,
+    wait_for,
 )
 
 WAIT = 5.0
@@ -131,9 +132,13 @@ def test_results_are_in_call_order_when_the_second_call_finishes_first(executor)
     b_done = threading.Event()
     finished: list[str] = []
 
+    def fast_result_streamed(session_id: str) -> bool:
+        return any(e["type"] == "tool_result" for e in events(executor, session_id))
+
     def race(i: Named, ctx: ToolContext) -> dict:
         if i.name == "slow":
             assert b_done.wait(WAIT), "the fast call never finished"
+            wait_for(lambda: fast_result_streamed(ctx.session_id), WAIT, "the fast call's streamed result")
         finished.append(i.name)
         if i.name == "fast":
             b_done.set()
@@ -154,8 +159,10 @@ def test_results_are_in_call_order_when_the_second_call_finishes_first(executor)
         ("c2", {"name": "fast"}),
     ]
     assert_paired(messages)
+    # The stream has each result when its tool ended (issue 15): the fast one first (the
+    # slow one ends only once the fast one's result is in the stream).
     stream = [e["data"]["tool_call_id"] for e in events(executor, handle.session_id) if e["type"] == "tool_result"]
-    assert stream == ["c1", "c2"]
+    assert stream == ["c2", "c1"]
     # ... and the model saw them in that order too.
     seen = [m.tool_call_id for m in mock.get_last_input().messages if m.role == "tool"]
     assert seen == ["c1", "c2"]

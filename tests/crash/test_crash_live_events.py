@@ -1,0 +1,170 @@
+"""Crash test for live events (issue 15): SIGKILL a real worker after some of a step's
+events are in the durable stream but before the step commits, recover, and the stream
+must be the uninterrupted run's: seq 1..N without a gap, no event key twice, the same
+events in the same order.
+
+The worker is ``crash_worker.py`` (five steps of two parallel 0.06 s tools, then
+``__finish__``), on a database of its own per case whose commits take 0.4 s (a test
+trigger), so each kill point below is reached on every run. Kill points: while the
+tools run, once the model's ``tool_call`` events are streamed; once a tool's
+``tool_result`` is streamed and the step is not committed; once the step's
+``state_patch`` is streamed and its commit is running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from helix_dbos.database import libpq_url
+from helix_dbos.store.migrations import migrate
+
+WORKER = Path(__file__).with_name("crash_worker.py")
+SESSION = "live-crash"
+STEPS = 5
+
+SLOW_COMMIT_TRIGGER = """
+CREATE FUNCTION helix.test_slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_sleep(0.4);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER test_slow_commit BEFORE INSERT ON helix.messages
+    FOR EACH ROW WHEN (NEW.message->>'role' = 'assistant') EXECUTE FUNCTION helix.test_slow_commit();
+"""
+
+KillPoint = Callable[[psycopg.Connection], bool]
+
+
+def _count(conn: psycopg.Connection, step: int, event_type: str) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM helix.events WHERE session_id = %s AND step = %s AND type = %s",
+        (SESSION, step, event_type),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _uncommitted(conn: psycopg.Connection, step: int) -> bool:
+    row = conn.execute("SELECT step_count FROM helix.sessions WHERE id = %s", (SESSION,)).fetchone()
+    return row is not None and row[0] == step - 1
+
+
+def calls_streamed(step: int) -> KillPoint:
+    """The step's two tool_call events are in the stream, no tool_result yet."""
+    return lambda conn: _count(conn, step, "tool_call") == 2 and _count(conn, step, "tool_result") == 0
+
+
+def result_streamed(step: int) -> KillPoint:
+    """A tool_result of the step is in the stream and the step is not committed."""
+    return lambda conn: _count(conn, step, "tool_result") >= 1 and _uncommitted(conn, step)
+
+
+def patch_streamed(step: int) -> KillPoint:
+    """The step's state_patch is in the stream and the step is not committed."""
+    return lambda conn: _count(conn, step, "state_patch") == 1 and _uncommitted(conn, step)
+
+
+KILL_POINTS: dict[str, KillPoint] = {
+    "calls-streamed-step1": calls_streamed(1),
+    "calls-streamed-step3": calls_streamed(3),
+    "result-streamed-step2": result_streamed(2),
+    "result-streamed-step4": result_streamed(4),
+    "patch-streamed-step3": patch_streamed(3),
+    "patch-streamed-step5": patch_streamed(5),
+}
+
+
+def crash_database(make_database: Callable[[], str]) -> str:
+    url = make_database()
+    migrate(url)
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute(SLOW_COMMIT_TRIGGER)
+    return url
+
+
+def start_worker(url: str, executor_id: str, mode: str, marks: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), url, SESSION, executor_id, mode],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HELIX_CRASH_DIR": str(marks)},
+    )
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"worker {proc.args[3:]} did not finish in {timeout}s:\n{err[-5000:]}")
+    assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{err[-3000:]}"
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def stream(url: str) -> list[tuple[int, int, str, str | None]]:
+    """The session's durable stream: (seq, step, type, key)."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        return [
+            (r[0], r[1], r[2], r[3])
+            for r in conn.execute("SELECT seq, step, type, key FROM helix.events WHERE session_id = %s ORDER BY seq",
+                                  (SESSION,))
+        ]
+
+
+def assert_gap_free_and_unique(events: list[tuple[int, int, str, str | None]]) -> None:
+    assert [seq for seq, *_ in events] == list(range(1, len(events) + 1)), "the stream has a gap or a duplicate seq"
+    keys = [key for *_, key in events if key is not None]
+    assert len(keys) == len(set(keys)), f"an event key was written twice: {keys}"
+
+
+def crash_and_recover(url: str, name: str, point: KillPoint, marks: Path) -> bool:
+    executor_id = f"exec-{name}"
+    proc = start_worker(url, executor_id, "start", marks)
+    killed = False
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            if conn.execute("SELECT to_regclass('helix.events')").fetchone() != (None,) and point(conn):
+                proc.send_signal(signal.SIGKILL)
+                killed = True
+                break
+            time.sleep(0.002)
+    proc.communicate(timeout=30)
+    result = finish(start_worker(url, executor_id, "recover", marks))
+    assert result["status"] == "completed" and result["output"] == {"count": STEPS * 2}, (name, result)
+    return killed
+
+
+def test_a_kill_after_live_events_recovers_to_the_uninterrupted_stream(
+    make_database: Callable[[], str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    url = crash_database(make_database)
+    result = finish(start_worker(url, "exec-live-baseline", "start", tmp_path_factory.mktemp("baseline")))
+    assert result["status"] == "completed"
+    baseline = stream(url)
+    assert_gap_free_and_unique(baseline)
+
+    def run(item: tuple[str, KillPoint]) -> tuple[str, bool, list[tuple[int, int, str, str | None]]]:
+        name, point = item
+        case_url = crash_database(make_database)
+        killed = crash_and_recover(case_url, name, point, tmp_path_factory.mktemp(name))
+        return name, killed, stream(case_url)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outcomes = list(pool.map(run, KILL_POINTS.items()))
+
+    for name, killed, events in outcomes:
+        assert killed, f"{name}: the kill point was never reached"
+        assert_gap_free_and_unique(events)
+        assert [(step, kind) for _, step, kind, _ in events] == [(step, kind) for _, step, kind, _ in baseline], name
+        assert sorted(str(key) for *_, key in events) == sorted(str(key) for *_, key in baseline), name

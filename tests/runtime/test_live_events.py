@@ -1,0 +1,192 @@
+"""Events reach the durable stream when they happen, not at the step's commit (issue 15):
+another process sees ``step_start`` and ``tool_call`` while a 2-second tool still runs, a
+tool's result as soon as it ends, and a child's events in its parent's stream while the
+child runs. Writing a step's events again (a replay, the commit) writes nothing."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from pydantic import BaseModel
+from runtime_testkit import (
+    RESULT_TIMEOUT,
+    Gate,
+    agent,
+    call,
+    calls,
+    events,
+    family_model,
+    rows,
+    sub,
+    text,
+    unique,
+    use_model,
+)
+
+from helix_dbos import ToolContext, create_sub_agent_tool, define_agent, define_tool
+from helix_dbos.events import StepStartEvent
+from helix_dbos.store import writes
+from helix_dbos.store.records import KeyedEvent
+
+READER_SCRIPT = """
+import json, sys
+from helix_dbos.client.streams import follow_events
+from helix_dbos.store.engine import create_engine
+
+url, session_id = sys.argv[1], sys.argv[2]
+for event in follow_events(url, session_id, 0, engine=create_engine(url), idle_timeout=60):
+    print(json.dumps({"seq": event.seq, "step": event.step, "type": event.type, "data": event.data}), flush=True)
+"""
+
+TOOL_SECONDS = 2.0
+
+
+class Pause(BaseModel):
+    label: str
+
+
+class Log(BaseModel):
+    labels: list[str] = []
+
+
+class Reader:
+    """``follow_events`` in another process; what it printed, each line with the time it arrived."""
+
+    def __init__(self, database_url: str, session_id: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", READER_SCRIPT, database_url, session_id],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        self.lines: queue.Queue[tuple[float, dict[str, Any]]] = queue.Queue()
+        self.seen: list[tuple[float, dict[str, Any]]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put((time.monotonic(), json.loads(line)))
+
+    def until(self, last: Any, timeout: float = 20.0) -> tuple[float, dict[str, Any]]:
+        """Read up to the first event for which ``last`` holds; when it arrived, and it."""
+        while True:
+            try:
+                item = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no matching event within {timeout}s; got {[e for _, e in self.seen]}") from None
+            self.seen.append(item)
+            if last(item[1]):
+                return item
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def test_another_process_sees_step_start_and_tool_calls_while_a_2_second_tool_runs(executor):
+    ended: dict[str, float] = {}
+
+    def pause(i: Pause, ctx: ToolContext) -> dict:
+        time.sleep(TOOL_SECONDS)
+        ctx.update_state(lambda draft: draft.labels.append(i.label))
+        ended[i.label] = time.monotonic()
+        return {"paused": i.label}
+
+    gate = Gate()
+    live = define_agent(
+        unique("live"), tools=[define_tool("pause", "Pause.", Pause, pause), gate.tool()], state_schema=Log
+    )
+    use_model(executor, calls(call("p1", "pause", {"label": "a"}), call("g1", "wait_here"), content="pausing"),
+              text("done"))
+    sid = unique("live-session")
+    reader = Reader(executor.database_url, sid)
+    try:
+        handle = executor.execute(live, "go", session_id=sid)
+        started, _ = reader.until(lambda e: e["type"] == "step_start")
+        called, _ = reader.until(lambda e: e["type"] == "tool_call" and e["data"]["tool_call_id"] == "g1")
+        assert "a" not in ended, "step_start and tool_call must arrive while the 2-second tool runs"
+        assert [e["type"] for _, e in reader.seen] == ["run_start", "step_start", "text", "tool_call", "tool_call"]
+        # The 2-second tool's result arrives when it ends, while its sibling still holds the step open.
+        result_at, result = reader.until(lambda e: e["type"] == "tool_result")
+        assert result["data"]["tool_call_id"] == "p1" and result_at >= ended["a"]
+        assert not gate.left.is_set() and executor.get_session(sid).step_count == 0
+        gate.open()
+        reader.until(lambda e: e["type"] == "finish")
+        assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    finally:
+        gate.open()
+        reader.close()
+    assert started <= called < ended["a"]
+    stored = events(executor, sid)
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+    assert [(e["seq"], e["type"]) for _, e in reader.seen] == [(e["seq"], e["type"]) for e in stored]
+    assert [e["type"] for e in stored if e["step"] == 1] == [
+        "step_start", "text", "tool_call", "tool_call", "tool_result", "tool_result", "state_patch", "step_finish",
+    ]
+
+
+def test_a_childs_events_appear_in_the_parents_stream_while_the_child_runs(executor):
+    gate = Gate()
+    child = agent(unique("worker"), tools=[gate.tool()])
+    parent = agent(unique("boss"), tools=[create_sub_agent_tool(child)])
+    family_model(executor, {
+        parent: [calls(call("w1", f"subagent__{child.name}", {"input": "work"})), text("parent done")],
+        child: [calls(call("c1", "wait_here")), text("child done")],
+    })
+    sid = unique("parent-session")
+    child_id = sub(sid, "w1")
+    reader = Reader(executor.database_url, sid)
+    try:
+        handle = executor.execute(parent, "delegate", session_id=sid)
+        reader.until(lambda e: e["type"] == "subagent_start")
+        _, relayed = reader.until(
+            lambda e: e["type"] == "subagent_event" and e["data"]["event"]["type"] == "tool_call"
+        )
+        assert not gate.left.is_set(), "the child's tool_call must reach the parent while the child's tool runs"
+        assert relayed["data"]["session_id"] == child_id
+        assert relayed["data"]["event"]["data"]["tool_call_id"] == "c1"
+        gate.open()
+        reader.until(lambda e: e["type"] == "finish")
+        assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    finally:
+        gate.open()
+        reader.close()
+    parent_events = events(executor, sid)
+    assert [e["seq"] for e in parent_events] == list(range(1, len(parent_events) + 1))
+    relayed_events = [e["data"]["event"] for e in parent_events if e["type"] == "subagent_event"]
+    child_events = events(executor, child_id)
+    # Every event of the child, once each, in the child's order, all inside the parent's step 1.
+    assert [(e["seq"], e["type"], e["data"]) for e in relayed_events] == [
+        (e["seq"], e["type"], e["data"]) for e in child_events
+    ]
+    step1 = [e["type"] for e in parent_events if e["step"] == 1]
+    assert step1[:3] == ["step_start", "tool_call", "subagent_start"]
+    assert step1[-3:] == ["subagent_finish", "tool_result", "step_finish"]
+    assert child_events[-1]["type"] == "finish"
+
+
+def test_writing_a_steps_keyed_events_again_writes_nothing(executor):
+    agent_ = define_agent(unique("keyed"))
+    use_model(executor, text("hello"))
+    handle = executor.execute(agent_, "go")
+    handle.result(timeout=RESULT_TIMEOUT)
+    sid = handle.session_id
+    before = events(executor, sid)
+    again = [KeyedEvent(key="1.1.step_start", event=StepStartEvent(step=1))]
+    new = KeyedEvent(key="1.1.extra", event=StepStartEvent(step=1))
+    with executor.engine.begin() as conn:
+        assert writes.append_events_once(conn, sid, 1, 1, again) == 0
+        assert writes.append_events_once(conn, sid, 1, 1, [new, new]) == 1
+    after = events(executor, sid)
+    assert after[: len(before)] == before and len(after) == len(before) + 1
+    assert after[-1]["seq"] == before[-1]["seq"] + 1
+    keys = [r["key"] for r in rows(executor, "SELECT key FROM helix.events WHERE session_id = :s ORDER BY seq", s=sid)]
+    assert keys[:3] == [None, "1.1.step_start", "1.1.text"] and keys[-1] == "1.1.extra"
+    session = rows(executor, "SELECT event_seq FROM helix.sessions WHERE id = :s", s=sid)[0]
+    assert session["event_seq"] == after[-1]["seq"]
