@@ -100,3 +100,7 @@ class UnstorableTextError(HelixError):
         self.field = field
         self.path = path
         self.position = position
+
+
+class InvalidLastEventIdError(HelixError, ValueError):
+    """An SSE ``Last-Event-ID`` that is not an event's ``seq`` (a whole number ≥ 0)."""

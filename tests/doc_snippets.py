@@ -71,7 +71,9 @@ def snippets(markdown: str) -> list[Snippet]:
 class ObedientModel:
     """An OpenAI chat-completions server on 127.0.0.1 that answers like a willing model:
     it calls the first tool it was given (arguments made from the tool's JSON schema)
-    until a tool has answered, then calls ``__finish__`` if it has it, else says "Done."."""
+    until a tool has answered, then calls ``__finish__`` if it has it, else says "Done.".
+    Asked to stream (``"stream": true``), it sends the same answer as one SSE chunk and a
+    usage chunk, in OpenAI's format."""
 
     def __init__(self) -> None:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler)
@@ -113,12 +115,27 @@ def example(schema: dict[str, Any]) -> Any:
     return {"string": "example", "integer": 1, "number": 1.0, "boolean": True, "array": []}.get(str(kind))
 
 
+def _as_stream(answer: dict[str, Any]) -> str:
+    """A completion as OpenAI's streamed chunks: the message, then the usage, then [DONE]."""
+    choice = answer["choices"][0]
+    delta = dict(choice["message"])
+    for index, call in enumerate(delta.get("tool_calls") or []):
+        call["index"] = index
+    head = {key: answer[key] for key in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    chunks = [
+        head | {"choices": [{"index": 0, "delta": delta, "finish_reason": choice["finish_reason"]}]},
+        head | {"choices": [], "usage": answer["usage"]},
+    ]
+    return "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+
+
 class _handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        data = json.dumps(reply(body)).encode()
+        answer = reply(body)
+        data = (_as_stream(answer) if body.get("stream") else json.dumps(answer)).encode()
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/event-stream" if body.get("stream") else "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

@@ -10,7 +10,9 @@ order, and records every request it received::
 
 It speaks whatever the queued bodies say: OpenAI chat completions at
 ``/v1/chat/completions`` and the Anthropic Messages API at ``/v1/messages`` are both
-just paths. When the queue is empty it answers 599 so a test that makes one request
+just paths. A response built by :func:`openai_stream` is sent as Server-Sent Events in
+OpenAI's streaming format (``data: <chunk>`` lines, then ``data: [DONE]``), a pause
+between chunks. When the queue is empty it answers 599 so a test that makes one request
 too many fails loudly instead of hanging.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -25,11 +28,16 @@ from typing import Any
 
 @dataclass
 class StubResponse:
-    """One scripted answer: HTTP status, JSON body and extra headers."""
+    """One scripted answer: HTTP status, JSON body and extra headers; or, with ``chunks``,
+    a stream of those chunks ``chunk_delay`` seconds apart, cut off without ``[DONE]`` when
+    ``cut_after`` chunks are sent."""
 
     body: dict[str, Any]
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
+    chunks: list[dict[str, Any]] | None = None
+    chunk_delay: float = 0.0
+    cut_after: int | None = None
 
 
 @dataclass
@@ -93,6 +101,9 @@ def _handler_for(server: StubLLMServer) -> type[BaseHTTPRequestHandler]:
             self._reply(server._serve(request))
 
         def _reply(self, response: StubResponse) -> None:
+            if response.chunks is not None:
+                self._stream(response)
+                return
             payload = json.dumps(response.body).encode()
             self.send_response(response.status)
             self.send_header("Content-Type", "application/json")
@@ -101,6 +112,29 @@ def _handler_for(server: StubLLMServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(payload)
+
+        def _stream(self, response: StubResponse) -> None:
+            """HTTP/1.1 chunked transfer, as providers send it: a cut stream lacks the last chunk."""
+            self.protocol_version = "HTTP/1.1"
+            self.close_connection = True
+            self.send_response(response.status)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            assert response.chunks is not None
+            for number, chunk in enumerate(response.chunks):
+                if number == response.cut_after:
+                    return  # the connection closes mid-stream
+                if number and response.chunk_delay:
+                    time.sleep(response.chunk_delay)
+                self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+            self._chunk(b"data: [DONE]\n\n")
+            self._chunk(b"")
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
 
         def log_message(self, format: str, *args: Any) -> None:  # silence stderr noise
             pass
@@ -143,6 +177,35 @@ def openai_chat(
             },
         }
     )
+
+
+def openai_stream(
+    content: list[str] | None = None,
+    tool_calls: list[tuple[str, str, list[str]]] | None = None,
+    reasoning: list[str] | None = None,
+    finish_reason: str = "stop",
+    model: str = "gpt-4o",
+    usage: tuple[int, int] = (11, 7),
+    chunk_delay: float = 0.0,
+    cut_after: int | None = None,
+) -> StubResponse:
+    """An OpenAI chat completion streamed as chunks: ``reasoning`` pieces, then ``content``
+    pieces, then each tool call ``(id, name, argument_fragments)`` (id and name on its
+    first chunk only), a finish chunk, and a usage chunk (``stream_options.include_usage``)."""
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    deltas += [{"reasoning_content": piece} for piece in reasoning or []]
+    deltas += [{"content": piece} for piece in content or []]
+    for index, (id_, name, fragments) in enumerate(tool_calls or []):
+        deltas.append({"tool_calls": [{"index": index, "id": id_, "type": "function",
+                                       "function": {"name": name, "arguments": ""}}]})
+        deltas += [{"tool_calls": [{"index": index, "function": {"arguments": f}}]} for f in fragments]
+    base = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 1_700_000_000, "model": model}
+    chunks = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason}]})
+    prompt, completion = usage
+    chunks.append({**base, "choices": [], "usage": {
+        "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
+    return StubResponse({}, chunks=chunks, chunk_delay=chunk_delay, cut_after=cut_after)
 
 
 def openai_error(status: int, message: str, headers: dict[str, str] | None = None) -> StubResponse:

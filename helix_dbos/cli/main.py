@@ -435,15 +435,39 @@ def _describe_event(record: Any) -> str:
 @click.option("--from-seq", default=0, show_default=True, type=click.IntRange(min=0), help="First event to print.")
 @click.option("--follow/--no-follow", default=True, show_default=True,
               help="Keep printing new events until the run in progress ends.")
+@click.option("--deltas", is_flag=True,
+              help="Also print the model's text as it is generated (with --json: every token delta).")
 @json_option
 @operator_errors
-def tail(database_url: str | None, session_id: str, from_seq: int, follow: bool, as_json: bool) -> None:
+def tail(database_url: str | None, session_id: str, from_seq: int, follow: bool, deltas: bool, as_json: bool) -> None:
     """Print a session's event stream (with --json: one JSON object per line)."""
+    open_line: tuple[int, int, int] | None = None  # (run, step, attempt) of text printed on an unended line
     try:
-        for event in _admin().tail(connect_url(database_url), session_id, from_seq, follow=follow):
-            click.echo(json.dumps(event.model_dump(mode="json"), ensure_ascii=False) if as_json else _describe_event(event))
+        for item in _admin().tail(connect_url(database_url), session_id, from_seq, follow=follow, deltas=deltas):
+            if as_json:
+                data = item.model_dump(mode="json", exclude_none=item.type == "delta")
+                click.echo(json.dumps(data, ensure_ascii=False))
+            elif item.type == "delta":
+                open_line = _print_delta(item, open_line)
+            else:
+                click.echo(("\n" if open_line else "") + _describe_event(item))
+                open_line = None
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
+
+
+def _print_delta(delta: Any, open_line: tuple[int, int, int] | None) -> tuple[int, int, int] | None:
+    """Print a text delta after the text of its attempt so far (a new attempt, after a
+    retry or a crash, starts a new line); returns the attempt whose line is open."""
+    if delta.kind != "text":
+        return open_line
+    attempt = (delta.run, delta.step, delta.attempt)
+    if attempt == open_line:
+        click.echo(delta.text, nl=False)
+    else:
+        start = f"{'':>5}  run {delta.run}  step {delta.step:<3} {'text (live)':<22} "
+        click.echo(("\n" if open_line else "") + start + delta.text, nl=False)
+    return attempt
 
 
 @main.command()

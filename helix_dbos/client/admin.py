@@ -36,6 +36,7 @@ from helix_dbos.client.queues import DEFAULT_QUEUE
 from helix_dbos.client.streams import follow_events
 from helix_dbos.client.workflows import ClientWorkflows
 from helix_dbos.database import check_connection, validate_url
+from helix_dbos.deltas import DeltaRecord
 from helix_dbos.errors import HelixError
 from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos.store import reads
@@ -149,8 +150,11 @@ def list_pending(url: str, session_id: str | None = None) -> list[PendingToolCal
         return reads.list_pending(conn, session_id)
 
 
-def tail(url: str, session_id: str, from_seq: int = 0, follow: bool = True) -> Iterator[EventRecord]:
-    """Yield the session's durable events from ``from_seq`` on.
+def tail(
+    url: str, session_id: str, from_seq: int = 0, follow: bool = True, deltas: bool = False
+) -> Iterator[EventRecord | DeltaRecord]:
+    """Yield the session's durable events from ``from_seq`` on, and with ``deltas`` (and
+    ``follow``) the token deltas published while following (``DeltaRecord``, no ``seq``).
 
     Without ``follow``, only the events already written. With it, events are yielded as
     they are written until the session has no run in progress (at once, after the events
@@ -158,13 +162,18 @@ def tail(url: str, session_id: str, from_seq: int = 0, follow: bool = True) -> I
     """
     with _engine(url) as engine, engine.connect() as conn:
         commands.require_session(conn, session_id)  # raise now, not at the first next()
-    return _tail(url, session_id, from_seq, follow)
+    return _tail(url, session_id, from_seq, follow, deltas)
 
 
-def _tail(url: str, session_id: str, from_seq: int, follow: bool) -> Iterator[EventRecord]:
+def _tail(
+    url: str, session_id: str, from_seq: int, follow: bool, deltas: bool
+) -> Iterator[EventRecord | DeltaRecord]:
     with _engine(url) as engine:
         follow = follow and _running(engine, session_id)
-        for event in follow_events(url, session_id, from_seq, engine=engine, follow=follow, until_run_end=False):
+        items = follow_events(
+            url, session_id, from_seq, engine=engine, follow=follow, until_run_end=False, deltas=deltas
+        )
+        for event in items:
             yield event
             # A run's end event commits with the run's final status, so the status read
             # now is at least that new; a resumed or newer run keeps the tail going.

@@ -33,6 +33,7 @@ from helix_dbos.client.handle import AgentHandle
 from helix_dbos.client.streams import follow_events
 from helix_dbos.client.workflows import LocalWorkflows
 from helix_dbos.database import resolve_database_url
+from helix_dbos.deltas import DeltaRecord
 from helix_dbos.durable.requests import RunRequest, run_workflow_id
 from helix_dbos.durable.runtime import AgentRuntime, current_runtime, install_runtime
 from helix_dbos.durable.workflow import agent_run_workflow
@@ -246,15 +247,18 @@ class DBOSAgentExecutor:
         with self.engine.connect() as conn:
             return reads.usage_summary(conn, session_id)
 
-    def stream(self, session_id: str, from_seq: int = 0, **options: Any) -> Iterator[EventRecord]:
-        """Yield the session's durable events live (see :func:`follow_events` for options).
+    def stream(
+        self, session_id: str, from_seq: int = 0, deltas: bool = False, **options: Any
+    ) -> Iterator[EventRecord | DeltaRecord]:
+        """Yield the session's durable events live, and with ``deltas`` the token deltas
+        published while following (see :func:`follow_events` for options).
 
         A session whose first run was just started (its row is not written yet) counts
         as existing: the stream waits for its first events.
         """
         if self._session_row(session_id) is None and DBOS.get_workflow_status(run_workflow_id(session_id, 1)) is None:
             raise SessionNotFoundError(f"no session {session_id!r}")
-        return follow_events(self.database_url, session_id, from_seq, engine=self.engine, **options)
+        return follow_events(self.database_url, session_id, from_seq, engine=self.engine, deltas=deltas, **options)
 
     def _session_row(self, session_id: str) -> SessionRecord | None:
         require_storable("session_id", session_id)

@@ -1,28 +1,43 @@
-"""Follow a session's durable event stream from any process, woken by LISTEN/NOTIFY.
+"""Follow a session's durable event stream from any process, woken by LISTEN/NOTIFY, and,
+on request, its token deltas as they are generated.
 
 Events are rows of ``helix.events``, written as they happen (a step's ``step_start``
 before its model call, a tool's result when the tool ends: docs/architecture.md, "The
-durable event stream"); a trigger sends ``NOTIFY helix_events, '<session id>'``. A reader blocks on the notification and
-reads what is new, so it never busy-polls::
+durable event stream"); a trigger sends ``NOTIFY helix_events, '<session id>'``. A reader
+blocks on the notification and reads what is new, so it never busy-polls. Deltas are never
+stored: the LLM step publishes each on the session's own channel
+(``helix_dbos.store.deltas``), and a reader with ``deltas=True`` LISTENs there too and
+yields them, in the order they were published, between the durable events::
 
-    >>> for event in follow_events(url, "s1"):               # doctest: +SKIP
-    ...     print(event.seq, event.type, event.data)
+    >>> for item in follow_events(url, "s1", engine=engine, deltas=True):   # doctest: +SKIP
+    ...     if item.type == "delta":
+    ...         print(item.text, end="")                  # no seq: never stored
+    ...     else:
+    ...         print(item.seq, item.type, item.data)
+
+A reader that starts late sees only the deltas published after it started; the durable
+``text`` and ``tool_call`` events still carry the whole message.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterator
 
 import psycopg
 import sqlalchemy as sa
+from pydantic import ValidationError
 
 from helix_dbos.database import libpq_url
+from helix_dbos.deltas import DeltaRecord
 from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos.store import reads
+from helix_dbos.store.deltas import delta_channel, listen_statement
 from helix_dbos.store.records import EventRecord
 
 _SAFETY_WAKEUP_SECONDS = 5.0
+_EVENTS_CHANNEL = "helix_events"
 
 
 def follow_events(
@@ -34,15 +49,20 @@ def follow_events(
     follow: bool = True,
     until_run_end: bool = True,
     idle_timeout: float | None = None,
-) -> Iterator[EventRecord]:
-    """Yield the session's events with ``seq >= from_seq`` in order.
+    deltas: bool = False,
+) -> Iterator[EventRecord | DeltaRecord]:
+    """Yield the session's events with ``seq >= from_seq`` in order, and with ``deltas``
+    the token deltas published while following (:class:`DeltaRecord`, without ``seq``).
 
     With ``follow`` it waits for new ones; with ``until_run_end`` it returns after an
     event that ends a run (``finish``, ``error``, ``interrupted``, ``aborted``).
-    ``idle_timeout`` returns after that many seconds without a new event.
+    ``idle_timeout`` returns after that many seconds without a new event or delta.
     """
     with psycopg.connect(libpq_url(database_url), autocommit=True) as listener:
-        listener.execute("LISTEN helix_events")
+        listener.execute(f"LISTEN {_EVENTS_CHANNEL}")
+        if deltas:
+            listener.execute(listen_statement(session_id))
+        notes: deque[psycopg.Notify] = deque()
         last = from_seq - 1
         while True:
             with engine.connect() as conn:
@@ -54,13 +74,34 @@ def follow_events(
                     return
             if batch:
                 continue
-            if not follow or not _wait_for(listener, session_id, idle_timeout):
+            if not follow or not _wait_for(listener, notes, session_id, idle_timeout):
                 return
+            yield from _deltas_until_events(notes, session_id)
 
 
-def _wait_for(listener: psycopg.Connection, session_id: str, idle_timeout: float | None) -> bool:
-    """Block until a notification for the session or a periodic wake-up (True), or until
-    ``idle_timeout`` passes without one (False)."""
+def _deltas_until_events(notes: deque[psycopg.Notify], session_id: str) -> Iterator[DeltaRecord]:
+    """The deltas among ``notes``, in order, up to the first notification of new events for
+    the session (taken off too: the caller reads the events next)."""
+    channel = delta_channel(session_id)
+    while notes:
+        note = notes.popleft()
+        if note.channel == _EVENTS_CHANNEL and note.payload == session_id:
+            return
+        if note.channel == channel:
+            try:
+                yield DeltaRecord.from_payload(note.payload)
+            except ValidationError:
+                continue  # not ours: someone else notified on the channel
+
+
+def _wait_for(
+    listener: psycopg.Connection, notes: deque[psycopg.Notify], session_id: str, idle_timeout: float | None
+) -> bool:
+    """Block until a notification for the session (added to ``notes``) or a periodic
+    wake-up (True), or until ``idle_timeout`` passes without one (False). Notes already
+    waiting count at once; other sessions' event notifications are dropped."""
+    if notes:
+        return True
     deadline = None if idle_timeout is None else time.monotonic() + idle_timeout
     while True:
         wait = _SAFETY_WAKEUP_SECONDS
@@ -68,8 +109,9 @@ def _wait_for(listener: psycopg.Connection, session_id: str, idle_timeout: float
             wait = min(wait, deadline - time.monotonic())
             if wait <= 0:
                 return False
-        woke = False
-        for note in listener.notifies(timeout=wait, stop_after=1):
-            woke = note.payload == session_id
-        if woke or deadline is None:
+        notes.extend(
+            note for note in listener.notifies(timeout=wait, stop_after=1)
+            if note.channel != _EVENTS_CHANNEL or note.payload == session_id
+        )
+        if notes or deadline is None:
             return True

@@ -131,7 +131,7 @@ class AgentLoop:
         with the commit."""
         out = StepOutput(events=StepEvents(self.scope.session_id, self.scope.request.run, step_no))
         await out.events.publish([("step_start", StepStartEvent(step=step_no))])
-        step_result, usage = await self._call_llm()
+        step_result, usage = await self._call_llm(step_no)
         self.steps.append(step_result)
         self.usage = self.usage + usage
         self.last_usage = usage
@@ -149,9 +149,11 @@ class AgentLoop:
         out.events.add([("step_finish", finish), *terminal_events(out.terminal, self.usage)])
         return out
 
-    async def _call_llm(self) -> tuple[StepResult, Usage]:
+    async def _call_llm(self, step_no: int) -> tuple[StepResult, Usage]:
         messages = build_messages_for_llm(self.messages, self.agent.system_prompt_for, self.state)
-        checkpoint = await DBOS.run_step_async({"name": "llm"}, call_llm, self.agent.name, messages)
+        checkpoint = await DBOS.run_step_async(
+            {"name": "llm"}, call_llm, self.agent.name, messages, self.scope.session_id, self.scope.request.run, step_no
+        )
         return llm_output(checkpoint)
 
     async def _run_tools(self, step_no: int, plan: StepProcessingPlan, out: StepOutput) -> None:

@@ -35,6 +35,7 @@ from helix_dbos.llm import LLMAdapter
 from helix_dbos.logs import EventLog
 from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_finish_tool_result
 from helix_dbos.store import reads, writes
+from helix_dbos.store.deltas import DeltaPublisher
 from helix_dbos.store.records import HookStateSave, KeyedEvent, RecordedOutcome, StepCommit
 from helix_dbos.store.transient import retry_transient
 from helix_dbos.subagents import sub_agents_of
@@ -54,6 +55,8 @@ class AgentRuntime:
         self.datasource = datasource
         self.engine = datasource.engine
         self._agents: dict[str, AgentConfig] = {}
+        self.deltas = DeltaPublisher(self.engine.url.render_as_string(hide_password=False))
+        """Publishes the LLM steps' token deltas (``durable/deltas.py``)."""
         self.run_watch = RunWatch(self.engine)
         """Tells this process's running tools when their run is interrupted or aborted."""
         transaction = datasource.transaction

@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from helix_dbos.durable.deltas import StepDeltas
 from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.requests import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
@@ -36,16 +37,21 @@ class ToolJob:
     base_state: dict[str, Any]
 
 
-async def call_llm(agent_name: str, messages: list[Message]) -> dict[str, Any]:
+async def call_llm(
+    agent_name: str, messages: list[Message], session_id: str, run: int, step: int
+) -> dict[str, Any]:
     """The LLM step; transient errors are retried inside it. Its checkpoint is JSON:
     ``{"result": StepResult, "usage": Usage}`` (read back with :func:`llm_output`), with
     text Postgres cannot store replaced (``helix_dbos.text``), so every tool sees the
-    call ids and arguments the transcript records."""
+    call ids and arguments the transcript records. A model that streams sends its token
+    deltas to the session's consumers as they arrive (``durable/deltas.py``)."""
     runtime = current_runtime()
     agent = runtime.agent(agent_name)
+    deltas = StepDeltas(runtime.deltas, session_id, run, step)
     result, usage = await generate_with_retry(
-        runtime.llm, messages, agent.tool_specs(), agent.llm_config, agent.output_schema
+        runtime.llm, messages, agent.tool_specs(), agent.llm_config, agent.output_schema, on_delta=deltas
     )
+    await deltas.flush()
     return {"result": storable(result.model_dump(mode="json")), "usage": usage.model_dump(mode="json")}
 
 

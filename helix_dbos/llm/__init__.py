@@ -7,7 +7,7 @@
 Importing this package does not import litellm; the adapter does on its first call.
 """
 
-from helix_dbos.llm.base import LLMAdapter, LLMError, PermanentLLMError, TransientLLMError
+from helix_dbos.llm.base import LLMAdapter, LLMError, PermanentLLMError, StreamingLLMAdapter, TransientLLMError
 from helix_dbos.llm.litellm_adapter import LiteLLMAdapter
 from helix_dbos.llm.mock import LLMInput, MockExhaustedError, MockLLMAdapter, Responder
 from helix_dbos.llm.retry import backoff_delay, generate_with_retry
@@ -21,6 +21,7 @@ __all__ = [
     "MockLLMAdapter",
     "PermanentLLMError",
     "Responder",
+    "StreamingLLMAdapter",
     "TransientLLMError",
     "backoff_delay",
     "generate_with_retry",

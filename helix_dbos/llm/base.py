@@ -11,6 +11,10 @@ timeouts, 5xx, dropped connections) and :class:`PermanentLLMError` for failures 
 will not go away by themselves (bad key, bad request, context window exceeded, unknown
 model). :func:`helix_dbos.llm.generate_with_retry` turns both into an
 ``ErrorStepResult`` when it gives up.
+
+An adapter that can stream also has ``stream_step``: the same call, reporting each piece
+of the answer to ``on_delta`` as it arrives (``helix_dbos.deltas``) and returning the
+whole answer at the end, as ``generate_step`` would.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from helix_dbos.deltas import DeltaSink
 from helix_dbos.errors import HelixError
 from helix_dbos.types import LLMConfig, Message, StepResult, ToolSpec, Usage
 
@@ -39,6 +44,22 @@ class LLMAdapter(Protocol):
         tools: list[ToolSpec],
         llm_config: LLMConfig,
         output_schema: type[BaseModel] | None = None,
+    ) -> tuple[StepResult, Usage]: ...
+
+
+@runtime_checkable
+class StreamingLLMAdapter(LLMAdapter, Protocol):
+    """An adapter that also streams: ``stream_step`` calls ``on_delta`` for each text,
+    reasoning or tool-call-argument piece in order, then returns what ``generate_step``
+    would. ``on_delta`` returns at once; the adapter need not guard against it."""
+
+    async def stream_step(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        llm_config: LLMConfig,
+        output_schema: type[BaseModel] | None,
+        on_delta: DeltaSink,
     ) -> tuple[StepResult, Usage]: ...
 
 

@@ -19,6 +19,13 @@ but only if ``litellm.supports_response_schema(model)`` says the model does cons
 decoding; otherwise it is silently left out. Declare a model litellm does not know with
 ``litellm.register_model({"openai/my-model": {"supports_response_schema": True, ...}})``.
 
+``stream_step`` makes the same call with ``stream=True`` (asking for usage in the last
+chunk), reports each text, reasoning and tool-call-argument piece to ``on_delta`` as the
+chunks arrive, and builds the whole answer from the chunks with litellm's
+``stream_chunk_builder``: the result and usage are those ``generate_step`` would return.
+A failure before or during the stream (a connection that breaks mid-stream too) raises
+the same errors as ``generate_step``.
+
 litellm is imported on the first call, not when ``helix_dbos`` is imported. Before that
 import the adapter sets ``LITELLM_LOCAL_MODEL_COST_MAP=True`` and
 ``LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS=True`` (unless already set) so litellm uses its
@@ -38,6 +45,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from helix_dbos.deltas import Delta, DeltaSink
 from helix_dbos.llm.base import PermanentLLMError
 from helix_dbos.llm.litellm_errors import classify_litellm_error
 from helix_dbos.llm.litellm_response import parse_completion
@@ -78,6 +86,38 @@ class LiteLLMAdapter:
             raise classify_litellm_error(exc) from exc
         latency_ms = (time.perf_counter() - started) * 1000
         if not response.choices:
+            raise PermanentLLMError(f"{llm_config.model} returned no choices", error_type="EmptyResponse")
+        return parse_completion(response), _usage(litellm, response, latency_ms)
+
+    async def stream_step(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        llm_config: LLMConfig,
+        output_schema: type[BaseModel] | None,
+        on_delta: DeltaSink,
+    ) -> tuple[StepResult, Usage]:
+        """One streamed model call; ``on_delta`` gets the pieces as they arrive.
+
+        Raises ``TransientLLMError`` / ``PermanentLLMError`` when the call or the stream fails.
+        """
+        litellm = load_litellm()
+        request = self._build_request(litellm, messages, tools, llm_config)
+        request.update(stream=True, stream_options={"include_usage": True})
+        started = time.perf_counter()
+        chunks: list[Any] = []
+        calls: dict[int, tuple[str | None, str | None]] = {}
+        try:
+            stream = await litellm.acompletion(**request)
+            async for chunk in stream:
+                chunks.append(chunk)
+                for delta in _chunk_deltas(chunk, calls):
+                    on_delta(delta)
+        except Exception as exc:
+            raise classify_litellm_error(exc) from exc
+        latency_ms = (time.perf_counter() - started) * 1000
+        response = litellm.stream_chunk_builder(chunks, messages=request["messages"]) if chunks else None
+        if response is None or not response.choices:
             raise PermanentLLMError(f"{llm_config.model} returned no choices", error_type="EmptyResponse")
         return parse_completion(response), _usage(litellm, response, latency_ms)
 
@@ -122,6 +162,31 @@ def _skip_mcp_gateway() -> dict[str, bool]:
     if importlib.util.find_spec("litellm.responses.mcp.chat_completions_handler") is None:
         return {}
     return {"_skip_mcp_handler": True}
+
+
+def _chunk_deltas(chunk: Any, calls: dict[int, tuple[str | None, str | None]]) -> list[Delta]:
+    """The pieces of one streamed chunk; ``calls`` remembers each tool call's id and name
+    by index (providers send them with the call's first fragment only)."""
+    choices = getattr(chunk, "choices", None) or []
+    delta = getattr(choices[0], "delta", None) if choices else None
+    if delta is None:
+        return []
+    found: list[Delta] = []
+    reasoning = getattr(delta, "reasoning_content", None)
+    if reasoning:
+        found.append(Delta(kind="reasoning", text=reasoning))
+    if getattr(delta, "content", None):
+        found.append(Delta(kind="text", text=delta.content))
+    for position, call in enumerate(getattr(delta, "tool_calls", None) or []):
+        index = call.index if isinstance(getattr(call, "index", None), int) else position
+        function = getattr(call, "function", None)
+        known_id, known_name = calls.get(index, (None, None))
+        calls[index] = (getattr(call, "id", None) or known_id, getattr(function, "name", None) or known_name)
+        arguments = getattr(function, "arguments", None)
+        if arguments:
+            call_id, name = calls[index]
+            found.append(Delta(kind="tool_call", text=arguments, tool_call_id=call_id, tool_name=name, tool_index=index))
+    return found
 
 
 def _provider(litellm: ModuleType, model: str, custom_llm_provider: str | None) -> str | None:

@@ -25,6 +25,9 @@ JSON of the messages (input) and of the answer (output), no cost, and
 ``latency_ms = delay_seconds * 1000``. A dict without ``type`` is typed by its keys:
 ``tool_calls``/``sub_agent_calls`` -> tool calls, ``output`` -> structured output,
 ``error`` -> error, otherwise text.
+
+The mock streams too (``stream_step``): the same answer, then its pieces as deltas,
+``stream_chunk_chars`` characters each and ``delta_delay_seconds`` apart.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from helix_dbos.deltas import Delta, DeltaSink
 from helix_dbos.llm.base import LLMError, PermanentLLMError
-from helix_dbos.types import LLMConfig, Message, MessageListAdapter, StepResult, StepResultAdapter, ToolSpec, Usage
+from helix_dbos.types import SUB_AGENT_TOOL_PREFIX, LLMConfig, Message, MessageListAdapter, StepResult, StepResultAdapter, ToolSpec, Usage
 
 Responder = Callable[[list[Message], list[ToolSpec]], StepResult | dict[str, Any]]
 """Computes the next answer from the conversation and the offered tools."""
@@ -77,8 +81,14 @@ class MockLLMAdapter:
         *,
         default_response: StepResult | dict[str, Any] | None = None,
         delay_seconds: float = 0.0,
+        stream_chunk_chars: int = 16,
+        delta_delay_seconds: float = 0.0,
     ) -> None:
+        if stream_chunk_chars < 1:
+            raise ValueError(f"stream_chunk_chars must be at least 1, got {stream_chunk_chars}")
         self.responder = responder
+        self.stream_chunk_chars = stream_chunk_chars
+        self.delta_delay_seconds = delta_delay_seconds
         self.default_response = None if default_response is None else to_step_result(default_response)
         self.delay_seconds = delay_seconds
         self.inputs: list[LLMInput] = []
@@ -115,6 +125,24 @@ class MockLLMAdapter:
             await asyncio.sleep(self.delay_seconds)
         result, usage = self._next(messages, tools)
         return result, usage or self._default_usage(messages, result)
+
+    async def stream_step(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        llm_config: LLMConfig,
+        output_schema: type[BaseModel] | None,
+        on_delta: DeltaSink,
+    ) -> tuple[StepResult, Usage]:
+        """``generate_step``, then the answer's pieces to ``on_delta`` (reasoning, text,
+        each tool call's compact JSON arguments), ``stream_chunk_chars`` characters each,
+        ``delta_delay_seconds`` apart. A queued error is raised before any piece."""
+        result, usage = await self.generate_step(messages, tools, llm_config, output_schema)
+        for number, delta in enumerate(stream_pieces(result, self.stream_chunk_chars)):
+            if number and self.delta_delay_seconds > 0:
+                await asyncio.sleep(self.delta_delay_seconds)
+            on_delta(delta)
+        return result, usage
 
     def _next(self, messages: list[Message], tools: list[ToolSpec]) -> tuple[StepResult, Usage | None]:
         if self._queue:
@@ -156,6 +184,31 @@ def to_step_result(response: StepResult | dict[str, Any]) -> StepResult:
             data[key] = [_snake_keys(call) if isinstance(call, dict) else call for call in data[key]]
     data.setdefault("type", _infer_type(data))
     return StepResultAdapter.validate_python(data)
+
+
+def stream_pieces(result: StepResult, size: int) -> list[Delta]:
+    """The deltas a streaming model would have sent for ``result``, ``size`` characters each.
+
+    >>> [d.text for d in stream_pieces(to_step_result({"content": "abcde"}), 2)]
+    ['ab', 'cd', 'e']
+    """
+    thinking = getattr(result, "thinking", None)
+    pieces = [Delta(kind="reasoning", text=part) for part in _cut(thinking.content if thinking else "", size)]
+    pieces += [Delta(kind="text", text=part) for part in _cut(getattr(result, "content", None) or "", size)]
+    calls = [*getattr(result, "tool_calls", []), *getattr(result, "sub_agent_calls", [])]
+    for index, call in enumerate(calls):
+        name = getattr(call, "name", None) or f"{SUB_AGENT_TOOL_PREFIX}{getattr(call, 'agent_type', '')}"
+        raw = getattr(call, "arguments", getattr(call, "input", None))
+        arguments = raw if isinstance(raw, str) else json.dumps(raw, separators=(",", ":"), ensure_ascii=False)
+        pieces += [
+            Delta(kind="tool_call", text=part, tool_call_id=call.id, tool_name=name, tool_index=index)
+            for part in _cut(arguments, size)
+        ]
+    return pieces
+
+
+def _cut(text: str, size: int) -> list[str]:
+    return [text[start : start + size] for start in range(0, len(text), size)]
 
 
 def _snake_keys(data: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,10 @@ The runtime calls this inside its LLM step, so one durable step covers all attem
 Transient errors are retried up to ``max_attempts`` calls in total; a permanent error,
 or a transient one on the last attempt, becomes an ``ErrorStepResult`` instead of an
 exception. Anything that is not an :class:`LLMError` (a bug) propagates unchanged.
+
+With ``on_delta`` (a callback taking the attempt number and a delta) an adapter that
+streams (:class:`StreamingLLMAdapter`) reports the answer's pieces as they arrive; the
+attempt number tells the deltas of a failed try from those of the retry.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from helix_dbos.llm.base import LLMAdapter, LLMError, TransientLLMError
+from helix_dbos.deltas import Delta
+from helix_dbos.llm.base import LLMAdapter, LLMError, StreamingLLMAdapter, TransientLLMError
 from helix_dbos.types import ErrorStepResult, LLMConfig, Message, StepResult, ToolSpec, Usage
 
 logger = logging.getLogger("helix_dbos.llm")
@@ -36,6 +42,7 @@ async def generate_with_retry(
     max_attempts: int = 5,
     base_delay: float = 0.5,
     max_delay: float = 20.0,
+    on_delta: Callable[[int, Delta], None] | None = None,
 ) -> tuple[StepResult, Usage]:
     """Call ``adapter.generate_step``, retrying transient errors.
 
@@ -47,7 +54,7 @@ async def generate_with_retry(
     attempt = 1
     while True:
         try:
-            return await adapter.generate_step(messages, tools, llm_config, output_schema)
+            return await _one_call(adapter, messages, tools, llm_config, output_schema, attempt, on_delta)
         except TransientLLMError as error:
             if attempt == max_attempts:
                 return _error_result(error, started, f" (gave up after {attempt} attempts)")
@@ -59,6 +66,22 @@ async def generate_with_retry(
             attempt += 1
         except LLMError as error:
             return _error_result(error, started)
+
+
+async def _one_call(
+    adapter: LLMAdapter,
+    messages: list[Message],
+    tools: list[ToolSpec],
+    llm_config: LLMConfig,
+    output_schema: type[BaseModel] | None,
+    attempt: int,
+    on_delta: Callable[[int, Delta], None] | None,
+) -> tuple[StepResult, Usage]:
+    if on_delta is None or not isinstance(adapter, StreamingLLMAdapter):
+        return await adapter.generate_step(messages, tools, llm_config, output_schema)
+    return await adapter.stream_step(
+        messages, tools, llm_config, output_schema, lambda delta: on_delta(attempt, delta)
+    )
 
 
 def backoff_delay(attempt: int, base_delay: float, max_delay: float, retry_after: float | None = None) -> float:

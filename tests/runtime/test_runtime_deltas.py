@@ -1,0 +1,147 @@
+"""Token deltas reach consumers live: a model streamed by a stub server over real HTTP
+(OpenAI SSE chunks), published with NOTIFY, followed by another process
+(``helix-dbos tail --deltas``) and by ``executor.stream(deltas=True)``."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from llm_stub_server import StubLLMServer, openai_stream
+
+from helix_dbos import define_agent
+from helix_dbos.database import libpq_url
+from helix_dbos.deltas import DeltaRecord
+from helix_dbos.llm import LiteLLMAdapter
+from helix_dbos.store.deltas import DeltaPublisher, listen_statement
+from helix_dbos.types import LLMConfig
+from runtime_testkit import RESULT_TIMEOUT, Gate, calls, call, text, unique, use_model
+
+HELIX = Path(sys.executable).with_name("helix-dbos")
+PIECES = ["Hel", "lo, ", "wor", "ld", "!"]
+
+
+def follow(command: list[str]) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    """Start ``command`` and collect its stdout lines (None at the end) on a queue."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[Any] = queue.Queue()
+
+    def pump() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return process, lines
+
+
+def drain(process: subprocess.Popen[str], lines: queue.Queue[Any]) -> list[str]:
+    out = []
+    while (line := lines.get(timeout=RESULT_TIMEOUT)) is not None:
+        out.append(line)
+    assert process.wait(timeout=RESULT_TIMEOUT) == 0, process.stderr.read() if process.stderr else ""
+    return out
+
+
+def test_deltas_of_a_streaming_model_reach_another_process_in_order_before_the_step_commits(executor):
+    gate = Gate()
+    agent = define_agent(unique("deltas"), tools=[gate.tool()], llm_config=LLMConfig(model="openai/gpt-4o"))
+    with StubLLMServer() as stub:
+        stub.add(
+            openai_stream(tool_calls=[("w1", "wait_here", ["{}"])], finish_reason="tool_calls"),
+            openai_stream(content=PIECES, chunk_delay=0.05),
+        )
+        previous, executor.llm = executor.llm, LiteLLMAdapter(api_base=stub.openai_base, api_key="sk-test")
+        try:
+            sid = unique("deltas-session")
+            handle = executor.execute(agent, "go", session_id=sid)
+            gate.wait_entered()
+            url = executor.database_url
+            as_json, json_lines = follow([str(HELIX), "tail", sid, "--deltas", "--json", "--database-url", url])
+            human, human_lines = follow([str(HELIX), "tail", sid, "--deltas", "--database-url", url])
+            first_json, first_human = json_lines.get(timeout=RESULT_TIMEOUT), human_lines.get(timeout=RESULT_TIMEOUT)
+            assert "run_start" in first_json and "run_start" in first_human  # both listen now
+            gate.open()
+            handle.result(timeout=RESULT_TIMEOUT)
+            items = [json.loads(line) for line in [first_json, *drain(as_json, json_lines)]]
+            printed = first_human + "".join(drain(human, human_lines))
+        finally:
+            executor.llm = previous
+
+    deltas = [i for i in items if i["type"] == "delta"]
+    assert [d["text"] for d in deltas if d["kind"] == "text"] == PIECES
+    assert [d["index"] for d in deltas if d["step"] == 2] == list(range(len(PIECES)))
+    assert {(d["run"], d["step"], d["attempt"]) for d in deltas if d["step"] == 2} == {(1, 2, deltas[-1]["attempt"])}
+    assert all("seq" not in d for d in deltas)
+    commit = next(n for n, i in enumerate(items) if i["type"] == "step_finish" and i["step"] == 2)
+    assert max(n for n, i in enumerate(items) if i["type"] == "delta") < commit  # every delta before the commit
+    durable_text = next(i for i in items if i["type"] == "text" and i["step"] == 2)
+    assert durable_text["data"]["content"] == "".join(PIECES)  # the durable event has the whole message
+    assert "text (live)" in printed and "Hello, world!\n" in printed
+
+
+def test_executor_stream_merges_mock_deltas_with_durable_events(executor):
+    gate = Gate()
+    agent = define_agent(unique("deltas"), tools=[gate.tool()])
+    mock = use_model(executor, calls(call("w1", "wait_here")), text("streamed by the mock"))
+    mock.stream_chunk_chars = 5
+    sid = unique("deltas-session")
+    handle = executor.execute(agent, "go", session_id=sid)
+    gate.wait_entered()
+    stream = executor.stream(sid, deltas=True)
+    first = next(stream)  # the stream reads after it LISTENs: it is listening now
+    gate.open()
+    items = [first, *stream]
+    handle.result(timeout=RESULT_TIMEOUT)
+
+    deltas = [i for i in items if isinstance(i, DeltaRecord)]
+    assert [d.text for d in deltas] == ["strea", "med b", "y the", " mock"]
+    assert [d.index for d in deltas] == [0, 1, 2, 3] and {d.step for d in deltas} == {2}
+    at = [n for n, i in enumerate(items) if isinstance(i, DeltaRecord)]
+    finished = [n for n, i in enumerate(items) if i.type == "step_finish"]
+    assert finished[0] < at[0] and at[-1] < finished[1]  # after step 1's commit, before step 2's
+    assert at == list(range(at[0], at[0] + 4))  # no durable event between them
+
+
+def test_a_stream_without_deltas_yields_only_durable_events(executor):
+    agent = define_agent(unique("deltas"))
+    use_model(executor, text("no deltas please"))
+    handle = executor.execute(agent, "go")
+    handle.result(timeout=RESULT_TIMEOUT)
+
+    items = list(executor.stream(handle.session_id))
+
+    assert items and all(not isinstance(i, DeltaRecord) for i in items)
+
+
+def test_a_long_delta_is_published_in_pieces_a_listener_rejoins_in_order(executor):
+    sid = unique("deltas-session")
+    long_text = "0123456789€" * 2000
+    with psycopg.connect(libpq_url(executor.database_url), autocommit=True) as listener:
+        listener.execute(listen_statement(sid))
+        sent = executor.runtime.deltas.publish(
+            sid, DeltaRecord(run=1, step=1, attempt=1, index=10, kind="text", text=long_text)
+        )
+        assert executor.runtime.deltas.flush(timeout=RESULT_TIMEOUT)
+        notes = list(listener.notifies(timeout=2, stop_after=sent))
+
+    pieces = [DeltaRecord.from_payload(note.payload) for note in notes]
+    assert sent > 1 and len(pieces) == sent
+    assert [p.index for p in pieces] == list(range(10, 10 + sent))
+    assert "".join(p.text for p in pieces) == long_text
+
+
+def test_publishing_while_the_database_is_unreachable_drops_deltas_and_never_raises(caplog):
+    publisher = DeltaPublisher("postgresql://postgres@127.0.0.1:1/nowhere")
+
+    publisher.publish("s1", DeltaRecord(run=1, step=1, attempt=1, index=0, kind="text", text="lost"))
+
+    assert publisher.flush(timeout=RESULT_TIMEOUT)
+    assert "could not publish a token delta (dropped)" in caplog.text
