@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 import uuid
 
 from helix_dbos import (
@@ -71,4 +72,11 @@ if __name__ == "__main__":
     resumed = executor.resume(worker, session).result(timeout=60).status
     _, parent_aborted = abort_inside_the_tool(boss.name)
     print(json.dumps({"aborted": aborted, "resumed": resumed, "parent_aborted": parent_aborted}), flush=True)
+    # The parent reads aborted as soon as it is; DBOS threads waiting on the cancelled runs
+    # notice a moment later. Shutting DBOS down under one of them makes DBOS log
+    # "System database accessed before DBOS was launched", which is not what this app tests.
+    deadline = time.monotonic() + 30
+    while DBOS.list_workflows(status=["PENDING", "ENQUEUED"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(2.0)  # DBOS polls an awaited workflow once a second: its waiters notice the cancellations
     shutdown()
