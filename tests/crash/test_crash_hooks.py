@@ -8,11 +8,7 @@ uninterrupted run's: the same state, patch log (step, part, patch) and stream.
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +19,8 @@ import psycopg
 import pytest
 
 from helix_dbos.database import libpq_url
-from helix_dbos.store.migrations import migrate
+
+from crash_kit import finish, migrated_database, start_worker  # type: ignore[import-not-found]
 
 WORKER = Path(__file__).with_name("hook_worker.py")
 SESSION = "hook-crash-session"
@@ -83,32 +80,6 @@ KILL_POINTS: dict[str, KillPoint] = {
 }
 
 
-def hook_database(make_database: Callable[[], str]) -> str:
-    url = make_database()
-    migrate(url)
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        conn.execute(SLOW_SAVE_TRIGGER)
-    return url
-
-
-def start_worker(url: str, executor_id: str, mode: str, marks: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), url, SESSION, executor_id, mode],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HELIX_CRASH_DIR": str(marks)},
-    )
-
-
-def finish(proc: subprocess.Popen[str], timeout: float = 90) -> dict[str, Any]:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"worker {proc.args[3:]} did not finish in {timeout}s:\n{err[-5000:]}")
-    assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{err[-3000:]}"
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def snapshot(url: str) -> dict[str, Any]:
     """The session as stored: what must match an uninterrupted run."""
     with psycopg.connect(libpq_url(url)) as conn:
@@ -127,15 +98,15 @@ def snapshot(url: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def baseline(make_database: Callable[[], str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    url = hook_database(make_database)
-    out = finish(start_worker(url, "exec-baseline", "start", tmp_path_factory.mktemp("hook-baseline")))
+    url = migrated_database(make_database, SLOW_SAVE_TRIGGER)
+    out = finish(start_worker(WORKER, url, SESSION, "exec-baseline", "start", tmp_path_factory.mktemp("hook-baseline")), timeout=90)
     assert out["result"]["status"] == "completed" and out["state"] == FINAL_STATE
     return snapshot(url)
 
 
 def crash_and_recover(url: str, name: str, point: KillPoint, marks: Path) -> tuple[dict[str, Any], bool]:
     executor_id = f"exec-{name}"
-    proc = start_worker(url, executor_id, "start", marks)
+    proc = start_worker(WORKER, url, SESSION, executor_id, "start", marks)
     killed = False
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         deadline = time.monotonic() + 60
@@ -146,7 +117,7 @@ def crash_and_recover(url: str, name: str, point: KillPoint, marks: Path) -> tup
                 break
             time.sleep(0.002)
     proc.communicate(timeout=30)
-    return finish(start_worker(url, executor_id, "recover", marks)), killed
+    return finish(start_worker(WORKER, url, SESSION, executor_id, "recover", marks), timeout=90), killed
 
 
 def test_hook_writes_survive_a_kill_around_their_save_exactly_once(
@@ -154,7 +125,7 @@ def test_hook_writes_survive_a_kill_around_their_save_exactly_once(
 ) -> None:
     def run(item: tuple[str, KillPoint]) -> tuple[str, dict[str, Any], dict[str, Any], bool]:
         name, point = item
-        url = hook_database(make_database)
+        url = migrated_database(make_database, SLOW_SAVE_TRIGGER)
         out, killed = crash_and_recover(url, name, point, tmp_path_factory.mktemp(name))
         return name, out, snapshot(url), killed
 

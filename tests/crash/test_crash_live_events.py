@@ -13,36 +13,22 @@ tools run, once the model's ``tool_call`` events are streamed; once a tool's
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
 
 from helix_dbos.database import libpq_url
-from helix_dbos.store.migrations import migrate
+
+from crash_kit import SLOW_COMMIT_TRIGGER, finish, migrated_database, start_worker  # type: ignore[import-not-found]
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 SESSION = "live-crash"
 STEPS = 5
-
-SLOW_COMMIT_TRIGGER = """
-CREATE FUNCTION helix.test_slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_sleep(0.4);
-    RETURN NEW;
-END $$;
-CREATE TRIGGER test_slow_commit BEFORE INSERT ON helix.messages
-    FOR EACH ROW WHEN (NEW.message->>'role' = 'assistant') EXECUTE FUNCTION helix.test_slow_commit();
-"""
 
 KillPoint = Callable[[psycopg.Connection], bool]
 
@@ -85,32 +71,6 @@ KILL_POINTS: dict[str, KillPoint] = {
 }
 
 
-def crash_database(make_database: Callable[[], str]) -> str:
-    url = make_database()
-    migrate(url)
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        conn.execute(SLOW_COMMIT_TRIGGER)
-    return url
-
-
-def start_worker(url: str, executor_id: str, mode: str, marks: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), url, SESSION, executor_id, mode],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HELIX_CRASH_DIR": str(marks)},
-    )
-
-
-def finish(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"worker {proc.args[3:]} did not finish in {timeout}s:\n{err[-5000:]}")
-    assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{err[-3000:]}"
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def stream(url: str) -> list[tuple[int, int, str, str | None]]:
     """The session's durable stream: (seq, step, type, key)."""
     with psycopg.connect(libpq_url(url)) as conn:
@@ -129,7 +89,7 @@ def assert_gap_free_and_unique(events: list[tuple[int, int, str, str | None]]) -
 
 def crash_and_recover(url: str, name: str, point: KillPoint, marks: Path) -> bool:
     executor_id = f"exec-{name}"
-    proc = start_worker(url, executor_id, "start", marks)
+    proc = start_worker(WORKER, url, SESSION, executor_id, "start", marks)
     killed = False
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         deadline = time.monotonic() + 60
@@ -140,7 +100,7 @@ def crash_and_recover(url: str, name: str, point: KillPoint, marks: Path) -> boo
                 break
             time.sleep(0.002)
     proc.communicate(timeout=30)
-    result = finish(start_worker(url, executor_id, "recover", marks))
+    result = finish(start_worker(WORKER, url, SESSION, executor_id, "recover", marks))
     assert result["status"] == "completed" and result["output"] == {"count": STEPS * 2}, (name, result)
     return killed
 
@@ -148,15 +108,15 @@ def crash_and_recover(url: str, name: str, point: KillPoint, marks: Path) -> boo
 def test_a_kill_after_live_events_recovers_to_the_uninterrupted_stream(
     make_database: Callable[[], str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    url = crash_database(make_database)
-    result = finish(start_worker(url, "exec-live-baseline", "start", tmp_path_factory.mktemp("baseline")))
+    url = migrated_database(make_database, SLOW_COMMIT_TRIGGER)
+    result = finish(start_worker(WORKER, url, SESSION, "exec-live-baseline", "start", tmp_path_factory.mktemp("baseline")))
     assert result["status"] == "completed"
     baseline = stream(url)
     assert_gap_free_and_unique(baseline)
 
     def run(item: tuple[str, KillPoint]) -> tuple[str, bool, list[tuple[int, int, str, str | None]]]:
         name, point = item
-        case_url = crash_database(make_database)
+        case_url = migrated_database(make_database, SLOW_COMMIT_TRIGGER)
         killed = crash_and_recover(case_url, name, point, tmp_path_factory.mktemp(name))
         return name, killed, stream(case_url)
 

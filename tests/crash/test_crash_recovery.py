@@ -14,11 +14,7 @@ worker is killed while pg_stat_activity shows it running).
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +27,8 @@ import pytest
 from helix_dbos.database import libpq_url
 from helix_dbos.orchestration import unpaired_tool_call_ids
 from helix_dbos.types import MessageAdapter
+
+from crash_kit import SLOW_COMMIT_TRIGGER, finish, migrated_database, start_worker  # type: ignore[import-not-found]
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 STEPS = 5
@@ -103,52 +101,6 @@ KILL_POINTS: dict[str, KillPoint] = {
 }
 
 
-SLOW_COMMIT_TRIGGER = """
-CREATE FUNCTION helix.test_slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_sleep(0.4);
-    RETURN NEW;
-END $$;
-CREATE TRIGGER test_slow_commit BEFORE INSERT ON helix.messages
-    FOR EACH ROW WHEN (NEW.message->>'role' = 'assistant') EXECUTE FUNCTION helix.test_slow_commit();
-"""
-
-
-def crash_database(make_database: Callable[[], str]) -> str:
-    """A database of its own for one worker pair, with a trigger that makes each step's
-    commit take 0.4 s (so a kill can land inside it).
-
-    One database per case: a DBOS worker that recovers a run may hand it to any worker
-    on the same database, and these workers exit as soon as their own run ends.
-    """
-    from helix_dbos.store.migrations import migrate
-
-    url = make_database()
-    migrate(url)
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        conn.execute(SLOW_COMMIT_TRIGGER)
-    return url
-
-
-def start_worker(url: str, session_id: str, executor_id: str, mode: str, marks: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "HELIX_CRASH_DIR": str(marks)}
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), url, session_id, executor_id, mode],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-
-
-def finish(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"worker {proc.args[3:]} did not finish in {timeout}s:\n{err[-5000:]}")
-    assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{err[-3000:]}"
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def snapshot(url: str, session_id: str) -> dict[str, Any]:
     """What must match an uninterrupted run, read straight from the tables."""
     with psycopg.connect(libpq_url(url)) as conn:
@@ -183,9 +135,9 @@ def snapshot(url: str, session_id: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def baseline(make_database: Callable[[], str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    url = crash_database(make_database)
+    url = migrated_database(make_database, SLOW_COMMIT_TRIGGER)
     marks = tmp_path_factory.mktemp("baseline")
-    result = finish(start_worker(url, "crash-session", "exec-baseline", "start", marks))
+    result = finish(start_worker(WORKER, url, "crash-session", "exec-baseline", "start", marks))
     assert result["status"] == "completed" and result["output"] == {"count": STEPS * 2}
     return snapshot(url, "crash-session")
 
@@ -193,7 +145,7 @@ def baseline(make_database: Callable[[], str], tmp_path_factory: pytest.TempPath
 def crash_and_recover(url: str, name: str, point: KillPoint, marks: Path) -> tuple[dict[str, Any], bool]:
     session_id = "crash-session"
     executor_id = f"exec-{name}"
-    proc = start_worker(url, session_id, executor_id, "start", marks)
+    proc = start_worker(WORKER, url, session_id, executor_id, "start", marks)
     killed = False
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         deadline = time.monotonic() + 60
@@ -204,7 +156,7 @@ def crash_and_recover(url: str, name: str, point: KillPoint, marks: Path) -> tup
                 break
             time.sleep(0.002)
     proc.communicate(timeout=30)
-    result = finish(start_worker(url, session_id, executor_id, "recover", marks))
+    result = finish(start_worker(WORKER, url, session_id, executor_id, "recover", marks))
     return result, killed
 
 
@@ -213,7 +165,7 @@ def test_every_kill_point_recovers_to_the_uninterrupted_outcome(
 ) -> None:
     def run(item: tuple[str, KillPoint]) -> tuple[str, dict[str, Any], dict[str, Any], bool]:
         name, point = item
-        url = crash_database(make_database)
+        url = migrated_database(make_database, SLOW_COMMIT_TRIGGER)
         result, killed = crash_and_recover(url, name, point, tmp_path_factory.mktemp(name))
         return name, result, snapshot(url, "crash-session"), killed
 

@@ -1,0 +1,65 @@
+"""What the crash tests share: a database of one case, worker processes, their results.
+
+    url = migrated_database(make_database, SLOW_COMMIT_TRIGGER)
+    proc = start_worker(WORKER, url, "s-1", "exec-1", "start", marks)   # kill it at a mark ...
+    result = finish(start_worker(WORKER, url, "s-1", "exec-1", "recover", marks))
+
+One database per case: a DBOS worker that recovers a run may hand it to any worker on the
+same database, and these workers exit as soon as their own run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from helix_dbos.database import libpq_url
+from helix_dbos.store.migrations import migrate
+
+SLOW_COMMIT_TRIGGER = """
+CREATE FUNCTION helix.test_slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_sleep(0.4);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER test_slow_commit BEFORE INSERT ON helix.messages
+    FOR EACH ROW WHEN (NEW.message->>'role' = 'assistant') EXECUTE FUNCTION helix.test_slow_commit();
+"""
+"""Makes each step's commit take 0.4 s, so a kill can land inside it."""
+
+
+def migrated_database(make_database: Callable[[], str], setup_sql: str) -> str:
+    """A new database with the helix schema and ``setup_sql`` (a test trigger) run in it."""
+    url = make_database()
+    migrate(url)
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute(setup_sql)
+    return url
+
+
+def start_worker(worker: Path, url: str, session_id: str, executor_id: str, mode: str, marks: Path) -> subprocess.Popen[str]:
+    """``python WORKER URL SESSION EXECUTOR MODE``, dropping its marks in ``marks``."""
+    return subprocess.Popen(
+        [sys.executable, str(worker), url, session_id, executor_id, mode],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HELIX_CRASH_DIR": str(marks)},
+    )
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
+    """The JSON the worker printed last, once it exited 0 (else the test fails with its stderr)."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"worker {proc.args[3:]} did not finish in {timeout}s:\n{err[-5000:]}")
+    assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{err[-3000:]}"
+    return json.loads(out.strip().splitlines()[-1])
