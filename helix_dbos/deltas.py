@@ -6,13 +6,15 @@ as a :class:`Delta`; the runtime tags it with where it belongs and publishes it 
 events and the LLM step's checkpoint still hold the whole message; deltas only show it
 early::
 
-    >>> record = DeltaRecord(run=1, step=2, attempt=7, index=0, kind="text", text="Hel")
+    >>> record = DeltaRecord(session_id="s1", run=1, step=2, attempt=7, index=0, kind="text", text="Hel")
     >>> DeltaRecord.from_payload(record.to_payload()) == record
     True
     >>> [d.text for d in split_to_fit(record.model_copy(update={"text": "x" * 9000}), 4000)]  # doctest: +ELLIPSIS
     ['xxx...', 'xxx...', 'xxx...']
 
-``attempt`` says which try of the step produced the delta: it grows with every model call
+``session_id`` is the session whose model produced the delta: a sub-agent's deltas reach
+its own consumers and those of every session above it (the parent's stream shows them
+tagged with the child, as it shows the child's durable events). ``attempt`` says which try of the step produced the delta: it grows with every model call
 (a retry inside the step, or a re-run after a crash), so a consumer that sees a newer
 attempt for the same ``(run, step)`` drops what it showed of the older one. ``index``
 counts the deltas of one attempt from 0, in the order they were produced.
@@ -51,10 +53,11 @@ DeltaSink = Callable[[Delta], None]
 
 
 class DeltaRecord(Delta):
-    """A delta as consumers receive it: which run, step and attempt produced it, and its
-    position ``index`` within that attempt."""
+    """A delta as consumers receive it: which session, run, step and attempt produced it,
+    and its position ``index`` within that attempt."""
 
     type: Literal["delta"] = "delta"
+    session_id: str
     run: int
     step: int
     attempt: int

@@ -37,8 +37,8 @@ class StreamItem(Protocol):
 def encode(item: StreamItem) -> str:
     """One SSE frame for an event record (``id: <seq>``) or a :class:`DeltaRecord` (no id).
 
-    >>> encode(DeltaRecord(run=1, step=1, attempt=5, index=0, kind="text", text="Hi"))
-    'event: delta\\ndata: {"kind":"text","text":"Hi","type":"delta","run":1,"step":1,"attempt":5,"index":0}\\n\\n'
+    >>> encode(DeltaRecord(session_id="s1", run=1, step=1, attempt=5, index=0, kind="text", text="Hi"))
+    'event: delta\\ndata: {"kind":"text","text":"Hi","type":"delta","session_id":"s1","run":1,"step":1,"attempt":5,"index":0}\\n\\n'
     """
     if isinstance(item, DeltaRecord):
         return f"event: delta\ndata: {item.to_payload()}\n\n"

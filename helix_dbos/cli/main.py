@@ -441,14 +441,14 @@ def _describe_event(record: Any) -> str:
 @operator_errors
 def tail(database_url: str | None, session_id: str, from_seq: int, follow: bool, deltas: bool, as_json: bool) -> None:
     """Print a session's event stream (with --json: one JSON object per line)."""
-    open_line: tuple[int, int, int] | None = None  # (run, step, attempt) of text printed on an unended line
+    open_line: tuple[str, int, int, int] | None = None  # (session, run, step, attempt) of an unended line
     try:
         for item in _admin().tail(connect_url(database_url), session_id, from_seq, follow=follow, deltas=deltas):
             if as_json:
                 data = item.model_dump(mode="json", exclude_none=item.type == "delta")
                 click.echo(json.dumps(data, ensure_ascii=False))
             elif item.type == "delta":
-                open_line = _print_delta(item, open_line)
+                open_line = _print_delta(item, open_line, session_id)
             else:
                 click.echo(("\n" if open_line else "") + _describe_event(item))
                 open_line = None
@@ -456,16 +456,21 @@ def tail(database_url: str | None, session_id: str, from_seq: int, follow: bool,
         sys.exit(EXIT_INTERRUPTED)
 
 
-def _print_delta(delta: Any, open_line: tuple[int, int, int] | None) -> tuple[int, int, int] | None:
+def _print_delta(
+    delta: Any, open_line: tuple[str, int, int, int] | None, session_id: str
+) -> tuple[str, int, int, int] | None:
     """Print a text delta after the text of its attempt so far (a new attempt, after a
-    retry or a crash, starts a new line); returns the attempt whose line is open."""
+    retry or a crash, or another session's text starts a new line; a sub-agent's lines
+    name it); returns the attempt whose line is open."""
     if delta.kind != "text":
         return open_line
-    attempt = (delta.run, delta.step, delta.attempt)
+    attempt = (delta.session_id, delta.run, delta.step, delta.attempt)
     if attempt == open_line:
         click.echo(delta.text, nl=False)
     else:
         start = f"{'':>5}  run {delta.run}  step {delta.step:<3} {'text (live)':<22} "
+        if delta.session_id != session_id:
+            start += f"{delta.session_id}: "
         click.echo(("\n" if open_line else "") + start + delta.text, nl=False)
     return attempt
 

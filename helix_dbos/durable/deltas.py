@@ -1,5 +1,6 @@
-"""Where the LLM step sends its token deltas: tagged with run, step and attempt, published
-to the session's channel (``helix_dbos.store.deltas``), never stored::
+"""Where the LLM step sends its token deltas: tagged with session, run, step and attempt,
+published to the channels of the session and of the sessions above it
+(``helix_dbos.store.deltas``), never stored::
 
     sink = StepDeltas(runtime.deltas, session_id, run=1, step=3)
     result, usage = await generate_with_retry(..., on_delta=sink)
@@ -7,7 +8,7 @@ to the session's channel (``helix_dbos.store.deltas``), never stored::
 
 ``attempt`` is the time (microseconds since the epoch) when a model call attempt sent its
 first delta: a retry within the step and a re-run after a crash both get a larger one, so
-a consumer keeps, per ``(run, step)``, the deltas of the largest attempt it has seen.
+a consumer keeps, per ``(session_id, run, step)``, the deltas of the largest attempt it has seen.
 """
 
 from __future__ import annotations
@@ -41,8 +42,11 @@ class StepDeltas:
         try:
             attempt = self._attempts.setdefault(retry_attempt, time.time_ns() // 1000)
             index = self._next_index.get(retry_attempt, 0)
-            record = DeltaRecord(run=self.run, step=self.step, attempt=attempt, index=index, **delta.model_dump())
-            self._next_index[retry_attempt] = index + self.publisher.publish(self.session_id, record)
+            record = DeltaRecord(
+                session_id=self.session_id, run=self.run, step=self.step, attempt=attempt, index=index,
+                **delta.model_dump(),
+            )
+            self._next_index[retry_attempt] = index + self.publisher.publish(record)
         except Exception:
             logger.exception("could not publish a token delta (dropped)")
 

@@ -1,15 +1,18 @@
-"""Publishing token deltas with ``pg_notify`` on a per-session channel, and listening to it.
+"""Publishing token deltas with ``pg_notify`` on per-session channels, and listening to them.
 
-Deltas are never stored: each is one NOTIFY on :func:`delta_channel` of its session, sent
-by a background thread over its own connection, so the model call only appends to a
-queue. Publishing is best-effort: a failure is logged and the delta dropped, and the
-thread reconnects for the next one::
+Deltas are never stored: each is a NOTIFY on :func:`delta_channel` of its session and of
+every session above it (a sub-agent's deltas reach its parent's and its root's consumers,
+tagged with the sub-agent's ``session_id``), sent in one statement by a background thread
+over its own connection, so the model call only appends to a queue. The thread reads a
+session's ancestors once (they never change: a parent claims its child when it creates
+it). Publishing is best-effort: a failure is logged and the delta dropped, and the thread
+reconnects for the next one::
 
     publisher = DeltaPublisher(url)
-    publisher.publish("s1", record)      # returns at once
+    publisher.publish(record)            # returns at once
     publisher.flush(timeout=1.0)         # wait until what was queued is sent
 
-A reader LISTENs on the same channel (``LISTEN "<delta_channel(session_id)>"``).
+A reader LISTENs on its session's channel (``LISTEN "<delta_channel(session_id)>"``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import hashlib
 import logging
 import queue
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import psycopg
@@ -44,11 +48,26 @@ def listen_statement(session_id: str) -> sql.Composed:
     return sql.SQL("LISTEN {}").format(sql.Identifier(delta_channel(session_id)))
 
 
+_ANCESTORS = """
+WITH RECURSIVE up(id, depth) AS (
+    SELECT parent_session_id, 1 FROM helix.sessions WHERE id = %s AND parent_session_id IS NOT NULL
+    UNION ALL
+    SELECT s.parent_session_id, up.depth + 1 FROM helix.sessions s JOIN up ON s.id = up.id
+     WHERE s.parent_session_id IS NOT NULL AND up.depth < 100
+)
+SELECT id FROM up ORDER BY depth
+"""
+_NOTIFY_ALL = "SELECT pg_notify(channel, %s) FROM unnest(%s::text[]) AS channel"
+_KNOWN_SESSIONS = 10_000
+"""Sessions whose ancestors the publisher remembers (the least recently used are forgotten)."""
+
+
 @dataclass(frozen=True)
 class _Note:
-    """One NOTIFY to send, or (with ``done``) a marker set when all before it were sent."""
+    """One delta payload to send for a session, or (with ``done``) a marker set when all
+    before it were sent."""
 
-    channel: str = ""
+    session_id: str = ""
     payload: str = ""
     done: threading.Event | None = None
 
@@ -61,13 +80,15 @@ class DeltaPublisher:
         self._queue: queue.Queue[_Note] = queue.Queue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._channels: OrderedDict[str, list[str]] = OrderedDict()
+        """Session id -> the delta channels of the session and its ancestors (sender thread only)."""
 
-    def publish(self, session_id: str, record: DeltaRecord) -> int:
+    def publish(self, record: DeltaRecord) -> int:
         """Queue ``record`` (split to fit a NOTIFY payload); returns how many payloads."""
         parts = split_to_fit(record)
-        channel = delta_channel(session_id)
         for number, part in enumerate(parts):
-            self._queue.put(_Note(channel, part.model_copy(update={"index": record.index + number}).to_payload()))
+            payload = part.model_copy(update={"index": record.index + number}).to_payload()
+            self._queue.put(_Note(record.session_id, payload))
         self._start()
         return len(parts)
 
@@ -94,7 +115,19 @@ class DeltaPublisher:
             try:
                 if conn is None or conn.closed:
                     conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
-                conn.execute("SELECT pg_notify(%s, %s)", (note.channel, note.payload))
+                conn.execute(_NOTIFY_ALL, (note.payload, self._channels_of(conn, note.session_id)))
             except psycopg.Error as error:
                 logger.warning("could not publish a token delta (dropped): %s", error)
                 conn = None
+
+    def _channels_of(self, conn: psycopg.Connection, session_id: str) -> list[str]:
+        """The delta channels of ``session_id`` and of the sessions above it, nearest first."""
+        channels = self._channels.get(session_id)
+        if channels is None:
+            ancestors = [row[0] for row in conn.execute(_ANCESTORS, (session_id,))]
+            channels = [delta_channel(sid) for sid in [session_id, *ancestors]]
+            self._channels[session_id] = channels
+            if len(self._channels) > _KNOWN_SESSIONS:
+                self._channels.popitem(last=False)
+        self._channels.move_to_end(session_id)
+        return channels

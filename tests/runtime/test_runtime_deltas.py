@@ -15,13 +15,13 @@ from typing import Any
 import psycopg
 from llm_stub_server import StubLLMServer, openai_stream
 
-from helix_dbos import define_agent
+from helix_dbos import create_sub_agent_tool, define_agent
 from helix_dbos.database import libpq_url
 from helix_dbos.deltas import DeltaRecord
 from helix_dbos.llm import LiteLLMAdapter
 from helix_dbos.store.deltas import DeltaPublisher, listen_statement
 from helix_dbos.types import LLMConfig
-from runtime_testkit import RESULT_TIMEOUT, Gate, calls, call, text, unique, use_model
+from runtime_testkit import RESULT_TIMEOUT, Gate, agent, call, calls, family_model, sub, text, unique, use_model
 
 HELIX = Path(sys.executable).with_name("helix-dbos")
 PIECES = ["Hel", "lo, ", "wor", "ld", "!"]
@@ -110,6 +110,51 @@ def test_executor_stream_merges_mock_deltas_with_durable_events(executor):
     assert at == list(range(at[0], at[0] + 4))  # no durable event between them
 
 
+def test_sub_agents_deltas_reach_every_stream_above_them_tagged_while_they_run(executor):
+    gate = Gate()
+    grandchild = agent(unique("grandchild"), tools=[gate.tool()])
+    child = agent(unique("child"), tools=[create_sub_agent_tool(grandchild)])
+    parent = agent(unique("parent"), tools=[create_sub_agent_tool(child)])
+    mock = family_model(executor, {
+        parent: [calls(call("p1", f"subagent__{child.name}", {"input": "go"})), text("parent done")],
+        child: [calls(call("c1", f"subagent__{grandchild.name}", {"input": "go"})), text("child says hi")],
+        grandchild: [calls(call("g1", "wait_here")), text("grandchild says hello")],
+    })
+    mock.stream_chunk_chars = 4
+    sid = unique("family")
+    child_id, grandchild_id = sub(sid, "p1"), sub(sub(sid, "p1"), "c1")
+    handle = executor.execute(parent, "go", session_id=sid)
+    gate.wait_entered()
+    url = executor.database_url
+    root_tail, root_lines = follow([str(HELIX), "tail", sid, "--deltas", "--json", "--database-url", url])
+    child_tail, child_lines = follow([str(HELIX), "tail", child_id, "--deltas", "--json", "--database-url", url])
+    human, human_lines = follow([str(HELIX), "tail", sid, "--deltas", "--database-url", url])
+    firsts = [lines.get(timeout=RESULT_TIMEOUT) for lines in (root_lines, child_lines, human_lines)]
+    assert all("run_start" in line for line in firsts)  # all three listen now
+    gate.open()
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    root_items = [json.loads(line) for line in [firsts[0], *drain(root_tail, root_lines)]]
+    child_items = [json.loads(line) for line in [firsts[1], *drain(child_tail, child_lines)]]
+    printed = firsts[2] + "".join(drain(human, human_lines))
+
+    def said(items: list[dict[str, Any]], session_id: str) -> str:
+        return "".join(i["text"] for i in items if i["type"] == "delta" and i["session_id"] == session_id)
+
+    assert said(root_items, grandchild_id) == "grandchild says hello"
+    assert said(root_items, child_id) == "child says hi"
+    assert said(root_items, sid) == "parent done"
+    assert said(child_items, grandchild_id) == "grandchild says hello" and said(child_items, child_id) == "child says hi"
+    assert said(child_items, sid) == ""  # deltas go up the tree, never down
+    for session_id in (child_id, grandchild_id):
+        indexes = [i["index"] for i in root_items if i["type"] == "delta" and i["session_id"] == session_id]
+        assert indexes == list(range(len(indexes)))  # in the order produced
+    child_end = next(
+        n for n, i in enumerate(root_items) if i["type"] == "subagent_finish" and i["data"]["session_id"] == child_id
+    )
+    assert max(n for n, i in enumerate(root_items) if i["type"] == "delta" and i["session_id"] != sid) < child_end
+    assert f"text (live)            {grandchild_id}: grandchild says hello" in printed
+
+
 def test_a_stream_without_deltas_yields_only_durable_events(executor):
     agent = define_agent(unique("deltas"))
     use_model(executor, text("no deltas please"))
@@ -127,7 +172,7 @@ def test_a_long_delta_is_published_in_pieces_a_listener_rejoins_in_order(executo
     with psycopg.connect(libpq_url(executor.database_url), autocommit=True) as listener:
         listener.execute(listen_statement(sid))
         sent = executor.runtime.deltas.publish(
-            sid, DeltaRecord(run=1, step=1, attempt=1, index=10, kind="text", text=long_text)
+            DeltaRecord(session_id=sid, run=1, step=1, attempt=1, index=10, kind="text", text=long_text)
         )
         assert executor.runtime.deltas.flush(timeout=RESULT_TIMEOUT)
         notes = list(listener.notifies(timeout=2, stop_after=sent))
@@ -141,7 +186,7 @@ def test_a_long_delta_is_published_in_pieces_a_listener_rejoins_in_order(executo
 def test_publishing_while_the_database_is_unreachable_drops_deltas_and_never_raises(caplog):
     publisher = DeltaPublisher("postgresql://postgres@127.0.0.1:1/nowhere")
 
-    publisher.publish("s1", DeltaRecord(run=1, step=1, attempt=1, index=0, kind="text", text="lost"))
+    publisher.publish(DeltaRecord(session_id="s1", run=1, step=1, attempt=1, index=0, kind="text", text="lost"))
 
     assert publisher.flush(timeout=RESULT_TIMEOUT)
     assert "could not publish a token delta (dropped)" in caplog.text
