@@ -11,8 +11,9 @@ It prints, for K = 20 and K = 200:
     makes exactly the same DBOS calls per turn with empty bodies (the floor), and the ratio;
   - Postgres commits per turn and WAL bytes written per turn (pg_stat_database, WAL LSN);
 then turns per second with 200 concurrent sessions whose model answers after 50 ms, the
-state tracker figures (scripts/bench_state.py), and runs per second on 1, 2 and 4 queue
-worker processes (scripts/bench_workers.py).
+state tracker figures (scripts/bench_state.py), runs per second on 1, 2 and 4 queue
+worker processes (scripts/bench_workers.py), and how soon another process sees a run's
+events and token deltas (scripts/bench_streaming.py, in a process of its own).
 
 It runs on a database of its own (created on the server of --database-url, else the
 embedded Postgres, and dropped at the end).
@@ -24,6 +25,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -234,6 +236,8 @@ def main() -> None:
 
     sessions = 40 if args.quick else 120
     bench_workers.report(bench_workers.run(server_url, sessions=sessions), sessions)
+    streaming = [sys.executable, str(Path(__file__).with_name("bench_streaming.py")), "--database-url", server_url]
+    subprocess.run(streaming + (["--quick"] if args.quick else []), check=True)
 
 
 def report(executor: DBOSAgentExecutor, floor: Any, counters: Counters, quick: bool) -> None:

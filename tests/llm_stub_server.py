@@ -30,7 +30,8 @@ from typing import Any
 class StubResponse:
     """One scripted answer: HTTP status, JSON body and extra headers; or, with ``chunks``,
     a stream of those chunks ``chunk_delay`` seconds apart, cut off without ``[DONE]`` when
-    ``cut_after`` chunks are sent."""
+    ``cut_after`` chunks are sent. ``sent_at`` gets the ``time.monotonic()`` at which each
+    chunk was written (a system-wide clock: comparable with other processes' readings)."""
 
     body: dict[str, Any]
     status: int = 200
@@ -38,6 +39,7 @@ class StubResponse:
     chunks: list[dict[str, Any]] | None = None
     chunk_delay: float = 0.0
     cut_after: int | None = None
+    sent_at: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -129,6 +131,7 @@ def _handler_for(server: StubLLMServer) -> type[BaseHTTPRequestHandler]:
                 if number and response.chunk_delay:
                     time.sleep(response.chunk_delay)
                 self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+                response.sent_at.append(time.monotonic())
             self._chunk(b"data: [DONE]\n\n")
             self._chunk(b"")
 

@@ -24,7 +24,7 @@ from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.requests import RunRequest, run_workflow_id
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope, tool_result_events
-from helix_dbos.durable.step_events import StepEvents
+from helix_dbos.durable.step_events import StepEvents, live_events_written
 from helix_dbos.events import SubAgentFinishEvent, SubAgentStartEvent
 from helix_dbos.orchestration import create_sub_agent_result_message
 from helix_dbos.subagents import SubAgentSpec, child_session_id
@@ -72,7 +72,8 @@ async def run_children(
             results.append(_sub_agent_error(call, f"Sub-agent {call.agent_type} was not started: {refusal}"))
             continue
         start = SubAgentStartEvent(tool_call_id=call.id, session_id=request.session_id, agent=request.agent_name)
-        await events.publish([(f"child_start:{call.id}", start)])
+        events.publish([(f"child_start:{call.id}", start)])
+        await live_events_written()  # the parent's events before the child's, relayed
         with SetWorkflowID(run_workflow_id(request.session_id, 1)):
             handle = await DBOS.start_workflow_async(agent_run_workflow, request.model_dump(mode="json"))
         running.append((call, request, handle))
@@ -117,7 +118,7 @@ async def _finish_child(item: Started, events: StepEvents) -> ToolResultMessage:
     else:
         message = _sub_agent_error(call, f"Sub-agent {call.agent_type} {result.status}: {result.error or 'no output'}")
     finish = SubAgentFinishEvent(tool_call_id=call.id, session_id=request.session_id, status=result.status)
-    await events.publish([(f"child_finish:{call.id}", finish), *tool_result_events([message])])
+    events.publish([(f"child_finish:{call.id}", finish), *tool_result_events([message])])
     return message
 
 

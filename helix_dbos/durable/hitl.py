@@ -37,6 +37,7 @@ from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.requests import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
+from helix_dbos.durable.step_events import live_events_written
 from helix_dbos.durable.steps import evaluate_approval
 from helix_dbos.durable.tool_phases import OnOutcome, start_parallel
 from helix_dbos.store.records import WaitState
@@ -85,6 +86,7 @@ async def suspend(
     status = suspension_status(gates)
     req = scope.request
     runtime = current_runtime()
+    await live_events_written()  # the step's tool_call events before its approval requests
     waiting = await asyncio.to_thread(runtime.suspend, req.session_id, req.run, step_no, status, rows)
     for row in rows:
         runtime.log.info(

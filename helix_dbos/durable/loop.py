@@ -130,7 +130,7 @@ class AgentLoop:
         ``step_start`` now, the model's after the LLM step, a tool's when it ends, the rest
         with the commit."""
         out = StepOutput(events=StepEvents(self.scope.session_id, self.scope.request.run, step_no))
-        await out.events.publish([("step_start", StepStartEvent(step=step_no))])
+        out.events.publish([("step_start", StepStartEvent(step=step_no))])
         step_result, usage = await self._call_llm(step_no)
         self.steps.append(step_result)
         self.usage = self.usage + usage
@@ -140,7 +140,7 @@ class AgentLoop:
         if plan.assistant_message_plan is not None:
             assistant = create_assistant_message(plan.assistant_message_plan)
             out.messages.append(assistant)
-            await out.events.publish(assistant_events(assistant))
+            out.events.publish(assistant_events(assistant))
         await self._run_tools(step_no, plan, out)
         out.terminal = await self._decide(step_result, plan, out)
         finish = StepFinishEvent(
@@ -160,7 +160,7 @@ class AgentLoop:
         scope = self.scope
 
         async def stream_outcome(outcome: ToolOutcome) -> None:
-            await out.events.publish(outcome_events(outcome))
+            out.events.publish(outcome_events(outcome))
 
         calls = classify(scope, plan.pending_tool_calls)
         base = StateTracker(self.state).get_state()  # one shared read-only view for every tool
@@ -186,7 +186,7 @@ class AgentLoop:
         phase1_writes = merge_step_writes([o.writes for o in phase1])
         state = apply_step_writes(self.state, phase1_writes)
         if phase1_writes:  # parallel tools' writes merge in call order (seed 002): one patch
-            await out.events.publish([("patch", StatePatchEvent(patches=step_writes_to_rfc6902(phase1_writes)))])
+            out.events.publish([("patch", StatePatchEvent(patches=step_writes_to_rfc6902(phase1_writes)))])
         writes = list(phase1_writes)
         phase2: list[ToolOutcome] = []
         for call in calls.finishers:
@@ -194,7 +194,7 @@ class AgentLoop:
             phase2.append(outcome)
             if outcome.writes:
                 patch = StatePatchEvent(patches=step_writes_to_rfc6902(outcome.writes))
-                await out.events.publish([(f"patch:{call.id}", patch)])
+                out.events.publish([(f"patch:{call.id}", patch)])
                 state = apply_step_writes(state, outcome.writes)
                 writes = merge_step_writes([writes, outcome.writes])
         out.outcomes = phase1 + phase2

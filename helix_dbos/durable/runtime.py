@@ -36,6 +36,7 @@ from helix_dbos.logs import EventLog
 from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_finish_tool_result
 from helix_dbos.store import reads, writes
 from helix_dbos.store.deltas import DeltaPublisher
+from helix_dbos.store.live_events import LiveEventWriter
 from helix_dbos.store.records import HookStateSave, KeyedEvent, RecordedOutcome, StepCommit
 from helix_dbos.store.transient import retry_transient
 from helix_dbos.subagents import sub_agents_of
@@ -55,8 +56,11 @@ class AgentRuntime:
         self.datasource = datasource
         self.engine = datasource.engine
         self._agents: dict[str, AgentConfig] = {}
-        self.deltas = DeltaPublisher(self.engine.url.render_as_string(hide_password=False))
+        url = self.engine.url.render_as_string(hide_password=False)
+        self.deltas = DeltaPublisher(url)
         """Publishes the LLM steps' token deltas (``durable/deltas.py``)."""
+        self.live_events = LiveEventWriter(url)
+        """Writes the steps' keyed events as they happen (``durable/step_events.py``)."""
         self.run_watch = RunWatch(self.engine)
         """Tells this process's running tools when their run is interrupted or aborted."""
         transaction = datasource.transaction
@@ -212,17 +216,6 @@ class AgentRuntime:
         return retry_transient(read)
 
     # --- live events (store/sql/008), written by workflow code as they happen --------------
-
-    def append_live_events(self, session_id: str, run: int, step: int, events: list[KeyedEvent]) -> None:
-        """Put a step's keyed events in the stream now, in one short autocommit transaction
-        (retried on connection faults). Keys already written are skipped, so a replay
-        writes nothing twice."""
-
-        def write() -> None:
-            with self.engine.begin() as conn:
-                writes.append_events_once(conn, session_id, run, step, events)
-
-        retry_transient(write)
 
     # --- reads of workflow code (immutable history, so safe to repeat on replay) -------------
 

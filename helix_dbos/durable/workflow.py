@@ -17,6 +17,7 @@ from helix_dbos.durable.loop import AgentLoop
 from helix_dbos.durable.requests import WORKFLOW_NAME, RunRequest, RunStart, run_workflow_id
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
+from helix_dbos.durable.step_events import live_events_written
 from helix_dbos.text import storable
 from helix_dbos.types import AgentResult
 
@@ -41,6 +42,7 @@ async def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # DBOS's cancellation is a BaseException and passes through
         runtime.log.error("run.failed", session_id=req.session_id, run=req.run, exc_info=True)  # a bug: shown
         error = storable(f"{type(exc).__name__}: {exc}")
+        await live_events_written()  # the step's events before the run's error
         await asyncio.to_thread(runtime.fail_run, req, error)
         result = AgentResult(session_id=req.session_id, status="failed", error=error, stop_reason="error")
     return result.model_dump(mode="json")

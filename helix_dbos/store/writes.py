@@ -152,17 +152,6 @@ def append_events(conn: sa.Connection, session_id: str, run: int, step: int, eve
     )
 
 
-def append_events_once(conn: sa.Connection, session_id: str, run: int, step: int, events: list[KeyedEvent]) -> int:
-    """Append the keyed events not yet in the session's stream (store/sql/008); return how
-    many were new. Writing the same keys again writes nothing."""
-    return int(
-        conn.execute(
-            sa.text("SELECT helix.append_events_once(:id, :run, :step, CAST(:e AS jsonb))"),
-            {"id": session_id, "run": run, "step": step, "e": to_json(storable([e.to_row() for e in events]))},
-        ).scalar_one()
-    )
-
-
 def commit_step(conn: sa.Connection, commit: StepCommit) -> bool:
     """Commit one agent step with one statement (``helix.commit_step`` in store/sql/008),
     and drop the step's recorded tool outcomes (:func:`record_tool_outcome`), which its

@@ -31,7 +31,7 @@ from runtime_testkit import (
 
 from helix_dbos import ToolContext, create_sub_agent_tool, define_agent, define_tool
 from helix_dbos.events import StepStartEvent
-from helix_dbos.store import writes
+from helix_dbos.store.live_events import LiveEventWriter
 from helix_dbos.store.records import KeyedEvent
 
 READER_SCRIPT = """
@@ -180,9 +180,11 @@ def test_writing_a_steps_keyed_events_again_writes_nothing(executor):
     before = events(executor, sid)
     again = [KeyedEvent(key="1.1.step_start", event=StepStartEvent(step=1))]
     new = KeyedEvent(key="1.1.extra", event=StepStartEvent(step=1))
-    with executor.engine.begin() as conn:
-        assert writes.append_events_once(conn, sid, 1, 1, again) == 0
-        assert writes.append_events_once(conn, sid, 1, 1, [new, new]) == 1
+    writer = LiveEventWriter(executor.database_url)
+    writer.write(sid, 1, 1, again)
+    writer.write(sid, 1, 1, [new])
+    writer.write(sid, 1, 1, [new])
+    assert writer.flush(timeout=RESULT_TIMEOUT)
     after = events(executor, sid)
     assert after[: len(before)] == before and len(after) == len(before) + 1
     assert after[-1]["seq"] == before[-1]["seq"] + 1

@@ -14,7 +14,7 @@ from helix_dbos.store.records import EventRecord
 
 
 def record(text: str, **fields: object) -> DeltaRecord:
-    base: dict[str, object] = {"run": 1, "step": 2, "attempt": 1_700_000_000_000_000, "index": 0, "kind": "text"}
+    base: dict[str, object] = {"session_id": "s1", "run": 1, "step": 2, "attempt": 1_700_000_000_000_000, "index": 0, "kind": "text"}
     return DeltaRecord.model_validate({**base, "text": text, **fields})
 
 
