@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, TypeVar
 
 import click
@@ -525,6 +526,51 @@ def move(database_url: str | None, session_id: str, version: str, queue: str, as
     else:
         click.echo(f"moved session {session_id} to version {version}: run {done.run} enqueued on {queue!r}"
                    f" (workflow {done.workflow_id})")
+
+
+_UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+
+
+def parse_cutoff(text: str) -> timedelta | datetime:
+    """``30d``, ``12h``, ``90m`` or ``45s`` (that long ago), or an ISO 8601 time (UTC when
+    it names no zone)::
+
+        >>> parse_cutoff("30d")
+        datetime.timedelta(days=30)
+    """
+    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    if unit in _UNITS and number.isdigit():
+        return timedelta(**{_UNITS[unit]: int(number)})
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise HelixError(f"--completed-before {text!r} is neither a duration (30d, 12h, 90m, 45s) nor an ISO time") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+@main.command()
+@database_url_option
+@click.option("--completed-before", "cutoff", required=True,
+              help="Sessions finished this long ago (30d, 12h, 90m, 45s) or before this ISO time.")
+@click.option("--dry-run", is_flag=True, help="Only report what would be removed.")
+@click.option("--batch-size", default=100, show_default=True, type=click.IntRange(min=1),
+              help="Session trees removed per transaction.")
+@json_option
+@operator_errors
+def prune(database_url: str | None, cutoff: str, dry_run: bool, batch_size: int, as_json: bool) -> None:
+    """Remove finished sessions (completed, failed, aborted), each with its sub-agent
+    sessions, and their DBOS workflows. A session with a run in progress, a call still
+    pending, a sub-agent still running, or an interrupted one, stays."""
+    report = _admin().prune(connect_url(database_url), parse_cutoff(cutoff), dry_run=dry_run, batch_size=batch_size)
+    if as_json:
+        _print_json(report)
+        return
+    verb = "would remove" if dry_run else "removed"
+    batches = f"{report.batches} batch" + ("" if report.batches == 1 else "es")
+    click.echo(f"{verb} {len(report.roots)} session trees ({report.sessions} sessions, {report.workflows} DBOS "
+               f"workflows) in {batches}")
+    for root in report.roots:
+        click.echo(f"  {root}")
 
 
 @main.command()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,7 +32,7 @@ from pydantic import BaseModel, Field
 
 from helix_dbos.answers import ApprovalResponse, ClientToolResult, SubmitOutcome, ToolAnswer
 from helix_dbos.client import commands
-from helix_dbos.client.commands import RunControl
+from helix_dbos.client.commands import PruneReport, RunControl
 from helix_dbos.client.queues import DEFAULT_QUEUE
 from helix_dbos.client.streams import follow_events
 from helix_dbos.client.workflows import ClientWorkflows
@@ -42,6 +43,7 @@ from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos.store import reads
 from helix_dbos.store.engine import create_engine
 from helix_dbos.store.migrations import check_schema
+from helix_dbos.store.retention import Cutoff
 from helix_dbos.store.records import (
     AnswerRecord,
     EventRecord,
@@ -56,6 +58,7 @@ from helix_dbos.types import ACTIVE_STATUSES
 
 __all__ = [
     "AnswerRecord",
+    "PruneReport",
     "RunControl",
     "SessionDetail",
     "approve",
@@ -67,6 +70,7 @@ __all__ = [
     "list_runs",
     "list_sessions",
     "move",
+    "prune",
     "resume",
     "show_session",
     "state_at",
@@ -251,6 +255,21 @@ def fork(url: str, session_id: str, from_step: int, new_session_id: str | None =
     ``from_step`` (see :func:`helix_dbos.client.commands.fork`)."""
     with _engine(url) as engine:
         return commands.fork(engine, session_id, from_step, new_session_id)
+
+
+def prune(
+    url: str, completed_before: timedelta | datetime, *, dry_run: bool = False, batch_size: int = 100
+) -> PruneReport:
+    """Remove sessions finished more than ``completed_before`` ago (a duration) or before
+    it (a time), each with its sub-agent sessions and their DBOS workflows (see
+    :func:`helix_dbos.client.commands.prune`)::
+
+        report = admin.prune(url, timedelta(days=30), dry_run=True)
+        print(report.sessions, "sessions and", report.workflows, "workflows would go")
+    """
+    cutoff = Cutoff(age=completed_before) if isinstance(completed_before, timedelta) else Cutoff(at=completed_before)
+    with _engine(url) as engine, ClientWorkflows(url) as workflows:
+        return commands.prune(engine, workflows, cutoff, dry_run=dry_run, batch_size=batch_size)
 
 
 # --- helpers ------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Operator commands, one implementation each, shared by the executor, the URL-only admin
 API, the CLI and :class:`RunEnqueuer`: plan a run, answer a call, interrupt, abort, cancel,
-resume, fork.
+resume, fork, prune.
 
 Each takes an engine on the helix database and, when it must reach a workflow, a
 :class:`~helix_dbos.client.workflows.Workflows` (this process's DBOS, or a DBOSClient)::
@@ -31,8 +31,9 @@ from helix_dbos.errors import (
 )
 from helix_dbos.events import AbortedEvent, ForkedEvent
 from helix_dbos.logs import EventLog
-from helix_dbos.store import reads, writes
+from helix_dbos.store import reads, retention, writes
 from helix_dbos.store.records import AnswerWindow, PendingToolCall, SessionRecord
+from helix_dbos.store.retention import Cutoff
 from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
 
@@ -355,3 +356,53 @@ def require_session(conn: sa.Connection, session_id: str) -> SessionRecord:
     if row is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
     return row
+
+
+# --- retention -------------------------------------------------------------------------------
+
+
+class PruneReport(BaseModel):
+    """What :func:`prune` removed (or, in a dry run, would remove)."""
+
+    dry_run: bool
+    roots: list[str]
+    """The root session of every tree removed, oldest first."""
+    sessions: int
+    """Sessions removed, sub-agent sessions included."""
+    workflows: int
+    """DBOS workflows removed (one per run)."""
+    batches: int
+
+
+def prune(engine: sa.Engine, workflows: Workflows, cutoff: Cutoff, *, dry_run: bool = False,
+          batch_size: int = 100) -> PruneReport:
+    """Remove finished sessions, each with its whole sub-agent tree, and their DBOS
+    workflows, ``batch_size`` trees per transaction (see ``store/retention.py`` for what
+    counts as finished). A tree's rows stay locked while its workflows are deleted (through
+    DBOS) and then its helix rows, so no one resumes a session half removed; a crash in
+    between leaves the tree to the next prune. A dry run reports every tree that would go
+    and removes nothing."""
+    if batch_size < 1:
+        raise HelixError(f"batch size must be at least 1, got {batch_size}")
+    if dry_run:
+        with engine.connect() as conn:
+            roots = retention.finished_trees(conn, cutoff, limit=None)
+            sessions, ids = retention.tree_sizes(conn, roots), retention.tree_workflow_ids(conn, roots)
+        return PruneReport(dry_run=True, roots=roots, sessions=sessions, workflows=len(ids),
+                           batches=-(-len(roots) // batch_size))
+    roots = []
+    sessions = removed_workflows = batches = 0
+    while True:
+        with engine.begin() as conn:
+            batch = retention.finished_trees(conn, cutoff, batch_size)
+            if not batch:
+                break
+            ids = retention.tree_workflow_ids(conn, batch)
+            workflows.delete(ids)
+            sessions += retention.delete_trees(conn, batch)
+        roots += batch
+        removed_workflows += len(ids)
+        batches += 1
+        if len(batch) < batch_size:
+            break
+    return PruneReport(dry_run=False, roots=roots, sessions=sessions, workflows=removed_workflows, batches=batches)

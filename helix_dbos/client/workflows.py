@@ -37,6 +37,10 @@ class Workflows(Protocol):
 
     def status(self, workflow_id: str) -> str | None: ...
 
+    def delete(self, workflow_ids: list[str]) -> None:
+        """Delete finished workflows and everything DBOS keeps of them."""
+        ...
+
 
 class ClientWorkflows:
     """:class:`Workflows` through a ``DBOSClient`` on ``database_url``, made on first use."""
@@ -94,6 +98,9 @@ class ClientWorkflows:
     def status(self, workflow_id: str) -> str | None:
         found = self.client.list_workflows(workflow_ids=[workflow_id], load_input=False, load_output=False)
         return found[0].status if found else None
+
+    def delete(self, workflow_ids: list[str]) -> None:
+        self.client.delete_workflows(workflow_ids)
 
     def close(self) -> None:
         if self._client is not None:

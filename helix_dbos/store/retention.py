@@ -1,0 +1,99 @@
+"""Removing finished sessions: which trees may go, and deleting their helix rows.
+
+A session goes only with its whole tree (the root and every sub-agent session under it),
+and only when every session of the tree is finished (``completed``, ``failed`` or
+``aborted``) since before the cutoff, none has a call still pending, and none of its runs'
+DBOS workflows is ``PENDING`` or ``ENQUEUED``. The cutoff is on the database's clock::
+
+    with engine.begin() as conn:
+        roots = finished_trees(conn, Cutoff(age=timedelta(days=30)), limit=100)  # rows locked
+        ids = tree_workflow_ids(conn, roots)
+        ...                                     # delete the workflows through DBOS
+        delete_trees(conn, roots)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from pydantic import BaseModel, model_validator
+
+FINISHED_STATUSES = ("completed", "failed", "aborted")
+"""Statuses of a session that is done; an ``interrupted`` one waits to be resumed and stays."""
+
+_TABLES = (
+    "tool_call_answers", "pending_tool_calls", "tool_outcomes", "events", "usage",
+    "messages", "state_patches", "state_snapshots", "runs",
+)
+"""Every helix table with a ``session_id``, in an order that keeps foreign keys valid."""
+
+
+class Cutoff(BaseModel):
+    """Sessions finished before ``at``, or more than ``age`` ago (database clock)."""
+
+    at: datetime | None = None
+    age: timedelta | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Cutoff:
+        if (self.at is None) == (self.age is None):
+            raise ValueError("give a cutoff as either 'at' (a time) or 'age' (a duration)")
+        return self
+
+
+_FINISHED_TREES = sa.text("""
+WITH cutoff AS (SELECT COALESCE(CAST(:at AS timestamptz), now() - make_interval(secs => :age)) AS t)
+SELECT r.id FROM helix.sessions r, cutoff
+ WHERE r.parent_session_id IS NULL
+   AND NOT EXISTS (
+       SELECT 1 FROM helix.sessions s
+        WHERE s.root_session_id = r.id
+          AND (s.status <> ALL (:finished) OR s.updated_at >= cutoff.t
+               OR EXISTS (SELECT 1 FROM helix.pending_tool_calls p
+                           WHERE p.session_id = s.id AND p.status = 'pending')
+               OR EXISTS (SELECT 1 FROM helix.runs u JOIN dbos.workflow_status w ON w.workflow_uuid = u.workflow_id
+                           WHERE u.session_id = s.id AND w.status IN ('PENDING', 'ENQUEUED'))))
+ ORDER BY r.updated_at, r.id
+ LIMIT :limit
+ FOR UPDATE OF r SKIP LOCKED
+""")
+
+
+def finished_trees(conn: sa.Connection, cutoff: Cutoff, limit: int | None) -> list[str]:
+    """Up to ``limit`` (None: all) root session ids whose whole tree may be removed, oldest
+    first, their rows locked until the transaction ends (rows another transaction holds
+    are skipped: that session is in use)."""
+    age = None if cutoff.age is None else cutoff.age.total_seconds()
+    params = {"at": cutoff.at, "age": age, "finished": list(FINISHED_STATUSES), "limit": limit}
+    return [row[0] for row in conn.execute(_FINISHED_TREES, params)]
+
+
+def tree_sizes(conn: sa.Connection, roots: list[str]) -> int:
+    """How many sessions the trees of ``roots`` hold."""
+    return int(
+        conn.execute(
+            sa.text("SELECT count(*) FROM helix.sessions WHERE root_session_id = ANY (:roots)"), {"roots": roots}
+        ).scalar_one()
+    )
+
+
+def tree_workflow_ids(conn: sa.Connection, roots: list[str]) -> list[str]:
+    """The DBOS workflow ids of every run of every session in the trees of ``roots``."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT u.workflow_id FROM helix.runs u JOIN helix.sessions s ON s.id = u.session_id"
+            " WHERE s.root_session_id = ANY (:roots) ORDER BY u.workflow_id"
+        ),
+        {"roots": roots},
+    )
+    return [row[0] for row in rows]
+
+
+def delete_trees(conn: sa.Connection, roots: list[str]) -> int:
+    """Delete every helix row of the trees of ``roots``; returns how many sessions went."""
+    tree = "SELECT id FROM helix.sessions WHERE root_session_id = ANY (:roots)"
+    for table in _TABLES:
+        conn.execute(sa.text(f"DELETE FROM helix.{table} WHERE session_id IN ({tree})"), {"roots": roots})
+    deleted = conn.execute(sa.text("DELETE FROM helix.sessions WHERE root_session_id = ANY (:roots)"), {"roots": roots})
+    return int(deleted.rowcount)
