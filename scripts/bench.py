@@ -1,6 +1,6 @@
 """Benchmarks of helix-dbos: engine overhead, commits and bytes per turn, throughput.
 
-    python scripts/bench.py [--database-url URL] [--quick]
+    python scripts/bench.py [--database-url URL] [--quick] [--peers]
 
 Workload (the one our peers' benchmarks use): one run = K model turns; each turn the
 model calls two tools in parallel (one appends to the state), then ``__finish__``. The
@@ -13,7 +13,8 @@ It prints, for K = 20 and K = 200:
 then turns per second with 200 concurrent sessions whose model answers after 50 ms, the
 state tracker figures (scripts/bench_state.py), runs per second on 1, 2 and 4 queue
 worker processes (scripts/bench_workers.py), and how soon another process sees a run's
-events and token deltas (scripts/bench_streaming.py, in a process of its own).
+events and token deltas (scripts/bench_streaming.py, in a process of its own); with
+--peers, the side-by-side run with Pydantic AI + DBOS and LangGraph (scripts/bench_peers.py).
 
 It runs on a database of its own (created on the server of --database-url, else the
 embedded Postgres, and dropped at the end).
@@ -219,6 +220,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--quick", action="store_true", help="fewer repeats and sessions (a smoke run)")
+    parser.add_argument("--peers", action="store_true",
+                        help="also the side-by-side run with Pydantic AI + DBOS and LangGraph (scripts/bench_peers.py)")
     args = parser.parse_args()
     server_url = resolve_database_url(args.database_url)
     url, name = create_bench_database(server_url)
@@ -238,6 +241,9 @@ def main() -> None:
     bench_workers.report(bench_workers.run(server_url, sessions=sessions), sessions)
     streaming = [sys.executable, str(Path(__file__).with_name("bench_streaming.py")), "--database-url", server_url]
     subprocess.run(streaming + (["--quick"] if args.quick else []), check=True)
+    if args.peers:
+        peers = [sys.executable, str(Path(__file__).with_name("bench_peers.py")), "--database-url", server_url]
+        subprocess.run(peers + (["--rounds", "1"] if args.quick else []), check=True)
 
 
 def report(executor: DBOSAgentExecutor, floor: Any, counters: Counters, quick: bool) -> None:

@@ -28,11 +28,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel, Field
 
 from helix_dbos.answers import ApprovalResponse, ClientToolResult, SubmitOutcome, ToolAnswer
 from helix_dbos.client import commands
-from helix_dbos.client.commands import PruneReport, RunControl
+from helix_dbos.client.commands import PruneReport, RunControl, SessionDetail
 from helix_dbos.client.queues import DEFAULT_QUEUE
 from helix_dbos.client.streams import follow_events
 from helix_dbos.client.workflows import ClientWorkflows
@@ -50,8 +49,6 @@ from helix_dbos.store.records import (
     PendingToolCall,
     RunRecord,
     SessionRecord,
-    TranscriptEntry,
-    UsageSummary,
 )
 from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES
@@ -79,23 +76,6 @@ __all__ = [
 ]
 
 
-class SessionDetail(BaseModel):
-    """Everything an operator looks at for one session (see :func:`show_session`)."""
-
-    session: SessionRecord
-    transcript: list[TranscriptEntry] = Field(default_factory=list)
-    state: dict[str, Any] = Field(default_factory=dict)
-    runs: list[RunRecord] = Field(default_factory=list)
-    """Each run with its DBOS workflow's status, executor id and application version."""
-    pending: list[PendingToolCall] = Field(default_factory=list)
-    answers: list[AnswerRecord] = Field(default_factory=list)
-    usage: UsageSummary = Field(default_factory=UsageSummary)
-    children: list[SessionRecord] = Field(default_factory=list)
-    """Every sub-agent session below this one, depth first (``parent_session_id`` links them)."""
-    forked_from: dict[str, Any] | None = None
-    """``{"session_id", "step"}`` when the session was made by :func:`fork`."""
-
-
 # --- reading ----------------------------------------------------------------------------
 
 
@@ -110,17 +90,7 @@ def show_session(url: str, session_id: str) -> SessionDetail:
     """The session with its transcript, state, runs, pending calls (its sub-sessions'
     too), answers, usage and child sessions."""
     with _engine(url) as engine, engine.connect() as conn:
-        return SessionDetail(
-            session=commands.require_session(conn, session_id),
-            transcript=reads.transcript(conn, session_id),
-            state=reads.load_state(conn, session_id),
-            runs=reads.list_runs(conn, session_id),
-            pending=reads.list_pending(conn, session_id),
-            answers=reads.answers(conn, session_id),
-            usage=reads.usage_summary(conn, session_id),
-            children=reads.list_descendant_sessions(conn, session_id),
-            forked_from=reads.forked_from(conn, session_id),
-        )
+        return commands.session_detail(conn, session_id)
 
 
 def list_runs(url: str, session_id: str) -> list[RunRecord]:

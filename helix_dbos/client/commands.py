@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import jsonschema
 import sqlalchemy as sa
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from helix_dbos.answers import ApprovalResponse, ClientToolResult, SubmitOutcome, ToolAnswer, answer_topic
 from helix_dbos.client.workflows import ClientWorkflows, Workflows
@@ -32,7 +32,15 @@ from helix_dbos.errors import (
 from helix_dbos.events import AbortedEvent, ForkedEvent
 from helix_dbos.logs import EventLog
 from helix_dbos.store import reads, retention, writes
-from helix_dbos.store.records import AnswerWindow, PendingToolCall, SessionRecord
+from helix_dbos.store.records import (
+    AnswerRecord,
+    AnswerWindow,
+    PendingToolCall,
+    RunRecord,
+    SessionRecord,
+    TranscriptEntry,
+    UsageSummary,
+)
 from helix_dbos.store.retention import Cutoff
 from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
@@ -51,6 +59,38 @@ class RunControl(BaseModel):
     """The session's status afterwards."""
     changed: bool
     """False when there was nothing to do (the run had already ended by itself)."""
+
+
+class SessionDetail(BaseModel):
+    """Everything an operator looks at for one session (see :func:`show_session`)."""
+
+    session: SessionRecord
+    transcript: list[TranscriptEntry] = Field(default_factory=list)
+    state: dict[str, Any] = Field(default_factory=dict)
+    runs: list[RunRecord] = Field(default_factory=list)
+    """Each run with its DBOS workflow's status, executor id and application version."""
+    pending: list[PendingToolCall] = Field(default_factory=list)
+    answers: list[AnswerRecord] = Field(default_factory=list)
+    usage: UsageSummary = Field(default_factory=UsageSummary)
+    children: list[SessionRecord] = Field(default_factory=list)
+    """Every sub-agent session below this one, depth first (``parent_session_id`` links them)."""
+    forked_from: dict[str, Any] | None = None
+    """``{"session_id", "step"}`` when the session was made by :func:`fork`."""
+
+
+def session_detail(conn: sa.Connection, session_id: str) -> SessionDetail:
+    """Everything an operator looks at for one session (raises :class:`SessionNotFoundError`)."""
+    return SessionDetail(
+        session=require_session(conn, session_id),
+        transcript=reads.transcript(conn, session_id),
+        state=reads.load_state(conn, session_id),
+        runs=reads.list_runs(conn, session_id),
+        pending=reads.list_pending(conn, session_id),
+        answers=reads.answers(conn, session_id),
+        usage=reads.usage_summary(conn, session_id),
+        children=reads.list_descendant_sessions(conn, session_id),
+        forked_from=reads.forked_from(conn, session_id),
+    )
 
 
 # --- starting runs --------------------------------------------------------------------------

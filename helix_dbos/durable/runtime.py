@@ -37,7 +37,7 @@ from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_fi
 from helix_dbos.store import reads, writes
 from helix_dbos.store.deltas import DeltaPublisher
 from helix_dbos.store.live_events import LiveEventWriter
-from helix_dbos.store.records import HookStateSave, KeyedEvent, RecordedOutcome, StepCommit
+from helix_dbos.store.records import HookStateSave, RecordedOutcome, StepCommit
 from helix_dbos.store.transient import retry_transient
 from helix_dbos.subagents import sub_agents_of
 from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus, UserMessage

@@ -13,8 +13,7 @@ import sqlalchemy as sa
 
 from helix_dbos.events import Event, StatePatchEvent
 from helix_dbos.store.engine import to_json
-from helix_dbos.store.records import AnswerWindow, HookStateSave, KeyedEvent, RecordedOutcome, StepCommit, WaitState
-from helix_dbos.text import storable
+from helix_dbos.store.records import AnswerWindow, HookStateSave, RecordedOutcome, StepCommit, WaitState
 from helix_dbos.types import Message
 
 

@@ -1,0 +1,129 @@
+"""helix-dbos side by side with Pydantic AI + DBOS and LangGraph + PostgresSaver, on the
+peers' own workload and harness (../shared/peers/).
+
+    python scripts/bench_peers.py [--database-url URL] [--rounds 3] [--peers-dir DIR]
+
+One run = K model turns; each turn but the last asks for two tool calls (one appends to
+the state), the last answers; the model answers instantly. Each peer script prints
+microseconds per turn, Postgres commits per turn (``xact_commit`` of its database) and
+bytes per turn (growth of all its tables). The scripts run interleaved, ``--rounds``
+times, each on a fresh database of its own on the server of --database-url; the table
+shows medians. Pydantic AI runs with its tools as DBOS steps (``TOOLS_AS_STEPS=1``) and at
+K = 20 only (its default request limit is 50 turns).
+
+The peers' dependencies go into a virtualenv of their own (``$HELIX_PEERS_VENV``, default
+``~/.cache/helix-peers``), created on first use; helix runs from this checkout's venv.
+``peer_helix.py`` is run from a copy with today's import of ``dbos_config``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import psycopg
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from helix_dbos.database import libpq_url, render_url, resolve_database_url  # noqa: E402
+
+PEER_PACKAGES = ["pydantic-ai-slim[dbos]", "langgraph", "langgraph-checkpoint-postgres", "psycopg[binary,pool]"]
+FIGURES = re.compile(r"(\d+) us/turn, ([\d.]+) commits/turn, (-?\d+) bytes/turn")
+RUNS = (  # label, script, K, environment, which python
+    ("helix-dbos", "peer_helix.py", 20, {}, "helix"),
+    ("helix-dbos", "peer_helix.py", 60, {}, "helix"),
+    ("Pydantic AI + DBOS, tools as steps", "peer_pydantic_ai.py", 20, {"TOOLS_AS_STEPS": "1"}, "peers"),
+    ("LangGraph + PostgresSaver", "peer_langgraph.py", 20, {}, "peers"),
+    ("LangGraph + PostgresSaver", "peer_langgraph.py", 60, {}, "peers"),
+)
+
+
+def peers_python() -> Path:
+    """The peers' virtualenv's python, created with their packages if missing."""
+    venv = Path(os.environ.get("HELIX_PEERS_VENV", "~/.cache/helix-peers")).expanduser()
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
+    return python
+
+
+def helix_peer_script(peers_dir: Path, into: Path) -> Path:
+    """``peer_helix.py`` with today's import path of ``dbos_config``."""
+    source = (peers_dir / "peer_helix.py").read_text()
+    fixed = source.replace("from helix_dbos.runtime.launch import dbos_config", "from helix_dbos import dbos_config")
+    target = into / "peer_helix.py"
+    target.write_text(fixed)
+    return target
+
+
+def fresh_database(server_url: str, name: str) -> str:
+    with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return render_url(server_url, database=name)
+
+
+def drop_database(server_url: str, name: str) -> None:
+    with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def run_once(script: Path, python: Path, server_url: str, turns: int, env: dict[str, str]) -> tuple[float, ...]:
+    name = f"helix_peer_{os.getpid()}"
+    url = fresh_database(server_url, name)
+    try:
+        done = subprocess.run(
+            [str(python), str(script)], capture_output=True, text=True, timeout=900, cwd=script.parent,
+            env={**os.environ, **env, "PEER_DB": libpq_url(url), "TURNS": str(turns), "HELIX_SRC": str(ROOT)},
+        )
+    finally:
+        drop_database(server_url, name)
+    found = FIGURES.search(done.stdout)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"{script.name} K={turns} failed ({done.returncode}):\n{done.stdout}\n{done.stderr[-3000:]}")
+    return tuple(float(value) for value in found.groups())
+
+
+def run(server_url: str, peers_dir: Path, rounds: int) -> list[tuple[str, int, tuple[float, float, float]]]:
+    pythons = {"helix": Path(sys.executable), "peers": peers_python()}
+    samples: dict[int, list[tuple[float, ...]]] = {n: [] for n in range(len(RUNS))}
+    with tempfile.TemporaryDirectory() as tmp:
+        scripts = {"peer_helix.py": helix_peer_script(peers_dir, Path(tmp))}
+        for _ in range(rounds):
+            for n, (_, script, turns, env, python) in enumerate(RUNS):
+                path = scripts.get(script, peers_dir / script)
+                samples[n].append(run_once(path, pythons[python], server_url, turns, env))
+    return [
+        (label, turns, tuple(statistics.median(s[i] for s in samples[n]) for i in range(3)))  # type: ignore[misc]
+        for n, (label, _, turns, _, _) in enumerate(RUNS)
+    ]
+
+
+def report(rows: list[tuple[str, int, tuple[float, float, float]]], rounds: int) -> None:
+    print(f"side by side, the peers' workload and harness (medians of {rounds} interleaved rounds)")
+    print(f"{'system':<36} {'K':>3} {'us/turn':>9} {'commits/turn':>13} {'bytes/turn':>11}")
+    for label, turns, (us, commits, size) in rows:
+        print(f"{label:<36} {turns:>3} {us:>9.0f} {commits:>13.1f} {size:>11.0f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--peers-dir", type=Path, default=ROOT.parent / "shared" / "peers")
+    args = parser.parse_args()
+    server_url = resolve_database_url(args.database_url, allow_embedded=True)
+    report(run(server_url, args.peers_dir, args.rounds), args.rounds)
+
+
+if __name__ == "__main__":
+    main()
