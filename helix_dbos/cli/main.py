@@ -590,7 +590,8 @@ def fork(database_url: str | None, session_id: str, from_step: int, as_json: boo
                    f" executor.resume({created.agent_name!r}, {created.id!r})")
 
 
-from helix_dbos.cli.worker import recover_command, worker_command  # noqa: E402  (scale-out)
+from helix_dbos.cli.worker import recover_command, serve_command, worker_command  # noqa: E402  (scale-out)
 
 main.add_command(worker_command)
+main.add_command(serve_command)
 main.add_command(recover_command)

@@ -1,4 +1,5 @@
-"""``helix-dbos worker`` and ``helix-dbos recover``: click shells over :mod:`helix_dbos.client.worker`."""
+"""``helix-dbos worker``, ``helix-dbos recover`` and ``helix-dbos serve``: click shells over
+:mod:`helix_dbos.client.worker` and :mod:`helix_dbos.server.serve`."""
 
 from __future__ import annotations
 
@@ -84,6 +85,30 @@ def recover_command(app: str, queue: str, dead: tuple[str, ...], executor_id: st
         if worker.executor_id in dead:
             raise HelixError("--executor-id must differ from the dead executor's id")
         serve(worker, recover_ids=dead, echo=_echo)
+    except HelixError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+
+
+@click.command("serve")
+@click.option("--app", "app", required=True, help="module:attr of your DBOSAgentExecutor (DBOS not launched).")
+@click.option("--auth", "auth", default=None, help="module:function, the authenticate hook (request -> principal | None).")
+@click.option("--allow-unauthenticated", is_flag=True, help="Serve without authentication (development only).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(min=0, max=65535))
+@click.option("--worker/--no-worker", default=True, show_default=True, help="Also run the agents (a queue worker).")
+@click.option("--queue", default=DEFAULT_QUEUE, show_default=True, help="The queue the agents' runs go to.")
+@click.option("--executor-id", "executor_id", default=None, help="This process's DBOS executor id (default: hostname-pid).")
+def serve_command(app: str, auth: str | None, allow_unauthenticated: bool, host: str, port: int, worker: bool,
+                  queue: str, executor_id: str | None) -> None:
+    """Serve the agents over HTTP (seed 004's routes) until SIGTERM/SIGINT."""
+    from helix_dbos.server.serve import serve as serve_agents
+
+    try:
+        if auth is None and not allow_unauthenticated:
+            raise HelixError("give --auth module:function, or --allow-unauthenticated to serve without authentication")
+        serve_agents(app, host=host, port=port, auth=auth, allow_unauthenticated=allow_unauthenticated,
+                     worker=worker, queue=queue, executor_id=executor_id, echo=_echo)
     except HelixError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)

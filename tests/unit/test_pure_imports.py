@@ -38,11 +38,24 @@ def test_probe_detects_an_io_import():
 
 LAYER_PROBE = """
 import sys, helix_dbos.durable.workflow, helix_dbos.store.writes, helix_dbos.store.reads
-print(",".join(sorted(m for m in sys.modules if m.startswith(("helix_dbos.client", "helix_dbos.cli")))))
+print(",".join(sorted(m for m in sys.modules if m.startswith(("helix_dbos.client", "helix_dbos.cli", "helix_dbos.server")))))
 """
 
 
 def test_the_workflow_side_and_the_store_never_import_the_client_side():
     completed = subprocess.run([sys.executable, "-c", LAYER_PROBE], capture_output=True, text=True, check=True)
+
+    assert completed.stdout.strip() == ""
+
+
+SERVER_PROBE = """
+import sys, helix_dbos, helix_dbos.client.executor, helix_dbos.client.admin, helix_dbos.cli.main
+print(",".join(sorted({m.split(".")[0] for m in sys.modules} & {"starlette", "uvicorn"})
+               + [m for m in sys.modules if m.startswith("helix_dbos.server")]))
+"""
+
+
+def test_nothing_but_the_server_needs_the_server_extra():
+    completed = subprocess.run([sys.executable, "-c", SERVER_PROBE], capture_output=True, text=True, check=True)
 
     assert completed.stdout.strip() == ""

@@ -1,0 +1,14 @@
+"""The agent server (seed 004): your agents over HTTP, mountable in your DBOS web app.
+
+    from helix_dbos.server import create_app
+
+    app = create_app(executor, authenticate=authenticate)     # or allow_unauthenticated=True
+    # uvicorn.run(app) or app.mount("/agents", ...) in FastAPI / Starlette
+
+Needs the ``server`` extra (``pip install 'helix-dbos[server]'``).
+"""
+
+from helix_dbos.server.app import create_app
+from helix_dbos.server.auth import Authenticate, Forbidden
+
+__all__ = ["Authenticate", "Forbidden", "create_app"]

@@ -1,0 +1,53 @@
+"""``create_app``: the agent server as an ASGI app (Starlette), to run on its own or to
+mount in your FastAPI or Starlette app::
+
+    from fastapi import FastAPI
+    from helix_dbos.server import create_app
+
+    app = FastAPI()
+    app.mount("/agents", create_app(executor, authenticate=authenticate))
+
+Every route passes ``authenticate`` first (see ``server/auth.py``); errors are JSON with
+the status that says what went wrong (``server/problems.py``).
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+
+from helix_dbos.client.executor import DBOSAgentExecutor
+from helix_dbos.errors import ConfigurationError, HelixError
+from helix_dbos.server.auth import Authenticate, AuthMiddleware
+from helix_dbos.server.problems import on_helix_error, on_validation_error
+from helix_dbos.server.routes import ROUTES
+
+SSE_KEEPALIVE_SECONDS = 15.0
+
+
+def create_app(
+    executor: DBOSAgentExecutor,
+    *,
+    authenticate: Authenticate | None = None,
+    allow_unauthenticated: bool = False,
+    sse_keepalive: float = SSE_KEEPALIVE_SECONDS,
+) -> Starlette:
+    """The agent server for ``executor``'s agents.
+
+    Fail-closed: raises :class:`ConfigurationError` unless ``authenticate`` is given or
+    ``allow_unauthenticated=True`` says on purpose that anyone may call it.
+    ``sse_keepalive`` is the seconds between keep-alive comments of a quiet ``/sse``.
+    """
+    if authenticate is None and not allow_unauthenticated:
+        raise ConfigurationError(
+            "create_app needs authenticate=<hook>, or allow_unauthenticated=True to serve without authentication"
+        )
+    app = Starlette(
+        routes=ROUTES,
+        middleware=[Middleware(AuthMiddleware, authenticate=authenticate)],
+        exception_handlers={HelixError: on_helix_error, ValidationError: on_validation_error},
+    )
+    app.state.executor = executor
+    app.state.sse_keepalive = sse_keepalive
+    return app

@@ -1,0 +1,227 @@
+"""The agent server's routes (seed 004's names), over the executor and the operator
+commands: every one works whichever process started the run, because everything it
+reads or asks goes through the database (and DBOS), not through in-memory handles.
+
+Blocking calls run in Starlette's thread pool; ``/sse`` serves the executor's stream from
+a thread too, one keep-alive comment per quiet interval, until the session stops running
+(or, with ``follow``, until the client goes away).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from helix_dbos.client import commands
+from helix_dbos.client.executor import DBOSAgentExecutor
+from helix_dbos.durable.requests import run_workflow_id
+from helix_dbos.errors import SessionNotFoundError
+from helix_dbos.events import RUN_END_EVENTS
+from helix_dbos.server.bodies import (
+    AbortBody,
+    ResumeBody,
+    SessionBody,
+    SessionQuery,
+    SessionsQuery,
+    SseQuery,
+    StartBody,
+    SubmitBody,
+)
+from helix_dbos.server.problems import problem
+from helix_dbos.sse import KEEPALIVE, encode, resume_from
+from helix_dbos.store import reads
+from helix_dbos.text import require_storable
+from helix_dbos.types import ACTIVE_STATUSES
+
+B = TypeVar("B", bound=BaseModel)
+
+STARTING = "starting"
+"""``GET /status`` of a session whose first run was started and has not begun yet (it is
+enqueued, or a worker is about to claim it): the session row does not exist yet."""
+
+_LISTING = {"messages", "state", "pending"}
+"""Left out of a session row in lists (``GET /sessions/{id}`` has them)."""
+
+
+def _executor(request: Request) -> DBOSAgentExecutor:
+    return request.app.state.executor  # type: ignore[no-any-return]
+
+
+def _approver(request: Request) -> str | None:
+    principal = getattr(request.state, "principal", None)
+    return None if principal is None else str(principal)
+
+
+async def _body(request: Request, model: type[B]) -> B:
+    try:
+        data = await request.json()
+    except ValueError:
+        data = None  # the model says what is missing
+    return model.model_validate(data)
+
+
+def _query(request: Request, model: type[B]) -> B:
+    return model.model_validate(dict(request.query_params))
+
+
+async def start(request: Request) -> Response:
+    body = await _body(request, StartBody)
+    handle = await run_in_threadpool(_executor(request).execute, body.agent, body.input, body.session_id, body.queue)
+    return JSONResponse({"session_id": handle.session_id, "run": handle.run, "workflow_id": handle.workflow_id}, 202)
+
+
+async def resume(request: Request) -> Response:
+    body = await _body(request, ResumeBody)
+    executor = _executor(request)
+
+    def run() -> Any:
+        agent = body.agent or _session_row(executor, body.session_id).agent_name
+        return executor.resume(agent, body.session_id)
+
+    handle = await run_in_threadpool(run)
+    return JSONResponse({"session_id": handle.session_id, "run": handle.run, "workflow_id": handle.workflow_id}, 202)
+
+
+async def interrupt(request: Request) -> Response:
+    body = await _body(request, SessionBody)
+    if not await run_in_threadpool(_executor(request).interrupt, body.session_id):
+        return problem(409, "not_running", f"session {body.session_id!r} has no run in progress")
+    return JSONResponse({"session_id": body.session_id, "interrupt_requested": True})
+
+
+async def abort(request: Request) -> Response:
+    body = await _body(request, AbortBody)
+    if not await run_in_threadpool(_executor(request).abort, body.session_id, body.reason):
+        return problem(409, "not_running", f"session {body.session_id!r} has no run in progress")
+    return JSONResponse({"session_id": body.session_id, "aborted": True})
+
+
+async def submit_tool_result(request: Request) -> Response:
+    body = await _body(request, SubmitBody)
+    answer = body.answer(_approver(request))
+    outcome = await run_in_threadpool(_executor(request).submit_tool_result, body.session_id, answer)
+    if outcome.status == "already_answered":
+        return problem(409, "already_answered", f"tool call {body.tool_call_id!r} was already answered",
+                       outcome=outcome.model_dump(mode="json"))
+    return JSONResponse(outcome.model_dump(mode="json"))
+
+
+async def status(request: Request) -> Response:
+    query = _query(request, SessionQuery)
+    executor = _executor(request)
+
+    def read() -> dict[str, Any]:
+        require_storable("session_id", query.session_id)
+        with executor.engine.connect() as conn:
+            session = reads.get_session_row(conn, query.session_id)
+            if session is None:
+                _require_started(conn, query.session_id)
+                return {"id": query.session_id, "status": STARTING, "current_run": None, "pending": []}
+            runs = reads.list_runs(conn, query.session_id)
+            pending = reads.list_pending(conn, query.session_id)
+        return {
+            **session.model_dump(mode="json", exclude=_LISTING),
+            "current_run": runs[-1].model_dump(mode="json") if runs else None,
+            "pending": [call.model_dump(mode="json") for call in pending],
+        }
+
+    return JSONResponse(await run_in_threadpool(read))
+
+
+async def list_sessions(request: Request) -> Response:
+    query = _query(request, SessionsQuery)
+    executor = _executor(request)
+
+    def read() -> list[dict[str, Any]]:
+        require_storable("status", query.status)
+        with executor.engine.connect() as conn:
+            rows = reads.list_sessions(conn, limit=query.limit, status=query.status)
+        return [row.model_dump(mode="json", exclude=_LISTING) for row in rows]
+
+    return JSONResponse(await run_in_threadpool(read))
+
+
+async def get_session(request: Request) -> Response:
+    session_id = request.path_params["session_id"]
+    executor = _executor(request)
+
+    def read() -> dict[str, Any]:
+        require_storable("session_id", session_id)
+        with executor.engine.connect() as conn:
+            return commands.session_detail(conn, session_id).model_dump(mode="json")
+
+    return JSONResponse(await run_in_threadpool(read))
+
+
+async def sse(request: Request) -> Response:
+    query = _query(request, SseQuery)
+    from_seq = resume_from(request.headers.get("last-event-id") or query.last_event_id)
+    executor = _executor(request)
+    await run_in_threadpool(_require_known, executor, query.session_id)  # 404 before the stream starts
+    frames = sse_frames(executor, query.session_id, from_seq, query.deltas, query.follow,
+                        request.app.state.sse_keepalive)
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
+
+
+def sse_frames(
+    executor: DBOSAgentExecutor, session_id: str, from_seq: int, deltas: bool, follow: bool, keepalive: float
+) -> Iterator[str]:
+    """The session's stream from ``from_seq`` as SSE frames; a keep-alive comment after
+    each ``keepalive`` seconds without news. Without ``follow`` it ends once the session
+    has no run in progress and its last event was sent."""
+    while True:
+        for item in executor.stream(session_id, from_seq, deltas=deltas, until_run_end=False, idle_timeout=keepalive):
+            yield encode(item)
+            if item.type == "delta":
+                continue
+            from_seq = item.seq + 1
+            if not follow and item.type in RUN_END_EVENTS and _finished(executor, session_id, item.seq):
+                return
+        if not follow and _finished(executor, session_id, from_seq - 1):
+            return
+        yield KEEPALIVE
+
+
+def _finished(executor: DBOSAgentExecutor, session_id: str, last_sent: int) -> bool:
+    with executor.engine.connect() as conn:
+        session = reads.get_session_row(conn, session_id)
+    return session is not None and session.status not in ACTIVE_STATUSES and session.event_seq <= last_sent
+
+
+def _session_row(executor: DBOSAgentExecutor, session_id: str) -> Any:
+    require_storable("session_id", session_id)
+    with executor.engine.connect() as conn:
+        return commands.require_session(conn, session_id)
+
+
+def _require_known(executor: DBOSAgentExecutor, session_id: str) -> None:
+    """A session that exists, or whose first run was started and has not begun yet."""
+    require_storable("session_id", session_id)
+    with executor.engine.connect() as conn:
+        if reads.get_session_row(conn, session_id) is None:
+            _require_started(conn, session_id)
+
+
+def _require_started(conn: Any, session_id: str) -> None:
+    if not reads.workflow_exists(conn, run_workflow_id(session_id, 1)):
+        raise SessionNotFoundError(f"no session {session_id!r}")
+
+
+ROUTES = [
+    Route("/start", start, methods=["POST"]),
+    Route("/resume", resume, methods=["POST"]),
+    Route("/sse", sse, methods=["GET"]),
+    Route("/status", status, methods=["GET"]),
+    Route("/interrupt", interrupt, methods=["POST"]),
+    Route("/abort", abort, methods=["POST"]),
+    Route("/submit-tool-result", submit_tool_result, methods=["POST"]),
+    Route("/sessions", list_sessions, methods=["GET"]),
+    Route("/sessions/{session_id:path}", get_session, methods=["GET"]),
+]

@@ -1,0 +1,89 @@
+"""``helix-dbos serve``: the agent server under uvicorn, in a process that also runs the
+agents (a queue worker) unless told not to::
+
+    $ helix-dbos serve --app myapp:executor --auth myapp:authenticate --port 8000
+    $ helix-dbos serve --app myapp:executor --allow-unauthenticated --no-worker
+
+Your app module is the one ``helix-dbos worker`` takes (DBOS configured, agents
+registered, not launched). With a worker, ``POST /start`` runs go to the worker's queue
+when the executor has a ``default_queue``, else they run in this process; with
+``--no-worker`` this process takes no queued runs and ``POST /start`` enqueues on
+``--queue`` for the workers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from helix_dbos.client.executor import DBOSAgentExecutor
+from helix_dbos.client.launcher import launch_dbos
+from helix_dbos.client.queues import QueueSettings
+from helix_dbos.client.worker import Worker, default_executor_id, load_app
+from helix_dbos.errors import HelixError
+from helix_dbos.server.app import create_app
+
+
+def load_hook(spec: str) -> Callable[..., Any]:
+    """The callable ``module:attr`` names."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise HelixError(f"--auth {spec!r} is not module:function")
+    try:
+        found = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise HelixError(f"cannot load --auth {spec!r}: {exc}") from exc
+    if not callable(found):
+        raise HelixError(f"--auth {spec!r} is a {type(found).__name__}, not a function")
+    return found  # type: ignore[no-any-return]
+
+
+def start_agents(app: str, queue: str, worker: bool, executor_id: str | None) -> tuple[DBOSAgentExecutor, Worker | None]:
+    """Launch DBOS for the app: as a worker on ``queue``, or listening on no queue."""
+    if worker:
+        running = Worker(app=app, settings=QueueSettings(name=queue), executor_id=executor_id)
+        running.start()
+        assert running.executor is not None
+        return running.executor, running
+    from dbos import DBOS
+
+    os.environ["DBOS__VMID"] = executor_id or os.environ.get("DBOS__VMID") or default_executor_id()
+    executor = load_app(app)
+    DBOS.listen_queues([])
+    launch_dbos()
+    executor.default_queue = executor.default_queue or queue
+    return executor, None
+
+
+def serve(
+    app: str,
+    *,
+    host: str,
+    port: int,
+    auth: str | None,
+    allow_unauthenticated: bool,
+    worker: bool,
+    queue: str,
+    executor_id: str | None,
+    echo: Callable[[str], None] = print,
+) -> None:
+    """Serve until SIGTERM or SIGINT, then shut DBOS down."""
+    import uvicorn
+    from dbos import DBOS
+
+    authenticate = load_hook(auth) if auth else None
+    executor, running = start_agents(app, queue, worker, executor_id)
+    try:
+        server_app = create_app(executor, authenticate=authenticate, allow_unauthenticated=allow_unauthenticated)
+        role = f"and working on queue {queue!r}" if running else f"(no worker: runs go to queue {executor.default_queue!r})"
+        echo(f"serving agents on http://{host}:{port} {role}")
+        # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again under the
+        # handlers it found: these ones let this function go on to shut DBOS down (exit 0).
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: None)
+        uvicorn.Server(uvicorn.Config(server_app, host=host, port=port, log_level="warning")).run()
+    finally:
+        DBOS.destroy(destroy_registry=False)
