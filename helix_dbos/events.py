@@ -19,7 +19,7 @@ followed by a ``state_patch`` when the hooks that observe its last step changed 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -253,6 +253,9 @@ Event = Annotated[
 """Any event of the durable stream, discriminated by ``type``."""
 
 _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
+
+EVENT_TYPES: tuple[str, ...] = tuple(kind.model_fields["type"].default for kind in get_args(get_args(Event)[0]))
+"""Every ``type`` an event of the stream can have (an SSE client listens for each)."""
 
 RUN_END_EVENTS: frozenset[str] = frozenset({"finish", "error", "interrupted", "aborted"})
 """Types of the events that end a run."""

@@ -3,7 +3,9 @@
 #
 # Creates or reuses .venv (see scripts/_venv.sh). Tests use HELIX_TEST_DATABASE_URL when
 # it is set (a server URL; each run creates and drops its own databases there), else an
-# embedded Postgres in .helix/test-pgdata.
+# embedded Postgres in .helix/test-pgdata. Installs Debian's chromium and chromium-driver
+# when missing (as root), for the console's real-browser test.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
+source scripts/_browser.sh
 exec .venv/bin/python -m pytest "$@"

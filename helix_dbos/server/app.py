@@ -8,7 +8,8 @@ mount in your FastAPI or Starlette app::
     app.mount("/agents", create_app(executor, authenticate=authenticate))
 
 Every route passes ``authenticate`` first (see ``server/auth.py``); errors are JSON with
-the status that says what went wrong (``server/problems.py``).
+the status that says what went wrong (``server/problems.py``). The operator console is
+at ``/console`` (``server/console``).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from __future__ import annotations
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.routing import BaseRoute, Mount
 
 from helix_dbos.client.executor import DBOSAgentExecutor
 from helix_dbos.errors import ConfigurationError, HelixError
 from helix_dbos.server.auth import Authenticate, AuthMiddleware
+from helix_dbos.server.console import create_console
 from helix_dbos.server.problems import on_helix_error, on_validation_error
 from helix_dbos.server.routes import ROUTES
 
@@ -31,20 +34,28 @@ def create_app(
     *,
     authenticate: Authenticate | None = None,
     allow_unauthenticated: bool = False,
+    console: bool = True,
+    console_secret: bytes | None = None,
     sse_keepalive: float = SSE_KEEPALIVE_SECONDS,
 ) -> Starlette:
     """The agent server for ``executor``'s agents.
 
     Fail-closed: raises :class:`ConfigurationError` unless ``authenticate`` is given or
     ``allow_unauthenticated=True`` says on purpose that anyone may call it.
+    With ``console`` the operator console is mounted at ``/console`` behind the same
+    authentication (``server/console``); ``console_secret`` signs its CSRF tokens (give
+    every process of a deployment the same one; default: random per process).
     ``sse_keepalive`` is the seconds between keep-alive comments of a quiet ``/sse``.
     """
     if authenticate is None and not allow_unauthenticated:
         raise ConfigurationError(
             "create_app needs authenticate=<hook>, or allow_unauthenticated=True to serve without authentication"
         )
+    routes: list[BaseRoute] = list(ROUTES)
+    if console:
+        routes.append(Mount("/console", app=create_console(executor, console_secret)))
     app = Starlette(
-        routes=ROUTES,
+        routes=routes,
         middleware=[Middleware(AuthMiddleware, authenticate=authenticate)],
         exception_handlers={HelixError: on_helix_error, ValidationError: on_validation_error},
     )

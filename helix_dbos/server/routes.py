@@ -163,7 +163,7 @@ async def sse(request: Request) -> Response:
     query = _query(request, SseQuery)
     from_seq = resume_from(request.headers.get("last-event-id") or query.last_event_id)
     executor = _executor(request)
-    await run_in_threadpool(_require_known, executor, query.session_id)  # 404 before the stream starts
+    await run_in_threadpool(require_known, executor, query.session_id)  # 404 before the stream starts
     frames = sse_frames(executor, query.session_id, from_seq, query.deltas, query.follow,
                         request.app.state.sse_keepalive)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -201,7 +201,7 @@ def _session_row(executor: DBOSAgentExecutor, session_id: str) -> Any:
         return commands.require_session(conn, session_id)
 
 
-def _require_known(executor: DBOSAgentExecutor, session_id: str) -> None:
+def require_known(executor: DBOSAgentExecutor, session_id: str) -> None:
     """A session that exists, or whose first run was started and has not begun yet."""
     require_storable("session_id", session_id)
     with executor.engine.connect() as conn:

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+import uvicorn
 from pydantic import BaseModel
 
 from helix_dbos import (
@@ -312,3 +313,22 @@ def last_result(messages: list[Message]) -> ToolResultMessage:
 
 def sub(session_id: str, call_id: str) -> str:
     return f"{session_id}-sub-{call_id}"
+
+
+# --- a real HTTP server (agent server and console tests) -------------------------------------
+
+
+class Serving:
+    """A uvicorn server on a free port, in a thread."""
+
+    def __init__(self, app: Any) -> None:
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        wait_for(lambda: self.server.started, what="uvicorn to start")
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)

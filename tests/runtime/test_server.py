@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,11 +17,11 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from pydantic import BaseModel
 from runtime_testkit import (
     RESULT_TIMEOUT,
     Gate,
+    Serving,
     call,
     calls,
     events,
@@ -47,22 +46,6 @@ def authenticate(request: Request) -> str | None:
     if user == "mallory":
         raise Forbidden("mallory may not call agents")
     return user or None
-
-
-class Serving:
-    """A uvicorn server on a free port, in a thread."""
-
-    def __init__(self, app: Any) -> None:
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        wait_for(lambda: self.server.started, what="uvicorn to start")
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,43 @@
+"""The operator console: server-rendered pages on the agent server, at ``/console``.
+
+    app = create_app(executor, authenticate=authenticate)      # the console is mounted at /console
+    app = create_app(executor, authenticate=..., console=False) # without it
+
+An inbox of pending approvals and client-tool calls (approve, deny with a reason, submit a
+result), the sessions list, and a session's page (transcript, state, runs, usage, the
+sub-agent tree, its pending calls, a live tail, interrupt / abort / resume). It uses the
+server's authentication (every request passes ``authenticate`` first) and protects every
+form against CSRF (``csrf.py``). ``secret`` signs the CSRF tokens: give every process of
+a deployment the same one (default: random per process).
+"""
+
+from __future__ import annotations
+
+import secrets as _secrets
+
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from helix_dbos.client.executor import DBOSAgentExecutor
+from helix_dbos.server.console import pages
+from helix_dbos.server.console.csrf import CsrfGuard, CsrfRejected
+
+
+def create_console(executor: DBOSAgentExecutor, secret: bytes | None = None) -> Starlette:
+    app = Starlette(
+        routes=[
+            Route("/", pages.inbox, name="inbox"),
+            Route("/sessions", pages.sessions, name="sessions"),
+            Route("/sessions/{session_id:path}", pages.session, name="session"),
+            Route("/events/{session_id:path}", pages.events, name="events"),
+            Route("/answer", pages.answer, methods=["POST"], name="answer"),
+            Route("/control", pages.control, methods=["POST"], name="control"),
+        ],
+        exception_handlers={CsrfRejected: pages.on_csrf_rejected},
+    )
+    app.state.executor = executor
+    app.state.csrf = CsrfGuard(secret or _secrets.token_bytes(32))
+    return app
+
+
+__all__ = ["create_console"]
