@@ -279,6 +279,29 @@ def test_helix_dbos_serve_interrupts_and_aborts_runs_another_process_started(exe
     assert proc.returncode == 0, err
 
 
+def test_helix_dbos_serve_runs_the_agents_itself_by_default(executor):
+    port = free_port()
+    env = {**os.environ, "HELIX_SERVER_APP_URL": executor.database_url, "PYTHONPATH": str(APPS)}
+    proc = subprocess.Popen(
+        [str(HELIX), "serve", "--app", "server_app:executor", "--allow-unauthenticated", "--queue", unique("served"),
+         "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith(f"serving agents on http://127.0.0.1:{port} and working on queue")
+        base = f"http://127.0.0.1:{port}"
+        wait_for(lambda: _answers(base), what="the served app to answer")
+        started = httpx.post(f"{base}/start", json={"agent": "served-echo", "input": "who?"}).json()
+        sid = started["session_id"]
+        wait_for(lambda: httpx.get(f"{base}/status", params={"session_id": sid}).json()["status"] == "completed")
+        assert httpx.get(f"{base}/status", params={"session_id": sid}).json()["output"] == f"served by {proc.pid}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+
+
 def _answers(base: str) -> bool:
     try:
         return httpx.get(f"{base}/sessions", params={"limit": 1}).status_code == 200
