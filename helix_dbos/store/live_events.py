@@ -3,8 +3,7 @@
 Workflow code hands each group of keyed events (``store/sql/008``) to a
 :class:`LiveEventWriter` and goes on at once; one daemon thread per process writes them,
 in the order handed over, with ``helix.append_events_once`` on an autocommit connection of
-its own, merging what is handed over for the same step within a few milliseconds into one
-statement. Keys make this
+its own, merging what queued up for the same step into one statement. Keys make this
 safe to do late or not at all: the step's commit writes every event of the step that is
 not in the stream yet, and a write that comes after it writes nothing. A write that fails
 (a connection fault) is dropped and left to the commit::
@@ -23,7 +22,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from dataclasses import dataclass, field
 
 import psycopg
@@ -36,11 +34,6 @@ from helix_dbos.text import storable
 logger = logging.getLogger("helix_dbos.events")
 
 _APPEND_ONCE = "SELECT helix.append_events_once(%s, %s, %s, %s::jsonb)"
-
-LINGER_SECONDS = 0.005
-"""How long the writer waits after an event for more to write with it: a step's
-``step_start``, its fast model's answer and its fast tools' results go in one statement
-instead of several, for at most this much more latency."""
 
 
 @dataclass(frozen=True)
@@ -104,16 +97,13 @@ class LiveEventWriter:
                     conn = None
 
     def _take_all(self) -> list[_Group]:
-        """The next group (waiting for one) and every group handed over in the following
-        :data:`LINGER_SECONDS` (or until a flush asks for what is queued)."""
+        """The next group (waiting for one) and every group queued behind it."""
         taken = [self._queue.get()]
-        until = time.monotonic() + LINGER_SECONDS
-        while taken[-1].done is None:
+        while True:
             try:
-                taken.append(self._queue.get(timeout=max(0.0, until - time.monotonic())))
+                taken.append(self._queue.get_nowait())
             except queue.Empty:
-                break
-        return taken
+                return taken
 
     @staticmethod
     def _merged(groups: list[_Group]) -> list[_Group]:
