@@ -3,7 +3,7 @@
 Deltas are never stored: each is a NOTIFY on :func:`delta_channel` of its session and of
 every session above it (a sub-agent's deltas reach its parent's and its root's consumers,
 tagged with the sub-agent's ``session_id``), sent in one statement by a background thread
-over its own connection, so the model call only appends to a queue. The thread reads a
+over its own connection (``store/sender.py``), so the model call only appends to a queue. The thread reads a
 session's ancestors once (they never change: a parent claims its child when it creates
 it). Publishing is best-effort: a failure is logged and the delta dropped, and the thread
 reconnects for the next one::
@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import queue
-import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
 
-from helix_dbos.database import libpq_url
 from helix_dbos.deltas import DeltaRecord, split_to_fit
+from helix_dbos.store.sender import Sender
 
 logger = logging.getLogger("helix_dbos.deltas")
 
@@ -64,22 +62,17 @@ _KNOWN_SESSIONS = 10_000
 
 @dataclass(frozen=True)
 class _Note:
-    """One delta payload to send for a session, or (with ``done``) a marker set when all
-    before it were sent."""
+    """One delta payload to send for a session."""
 
-    session_id: str = ""
-    payload: str = ""
-    done: threading.Event | None = None
+    session_id: str
+    payload: str
 
 
-class DeltaPublisher:
+class DeltaPublisher(Sender[_Note]):
     """Sends deltas in the order published, from one daemon thread started on first use."""
 
     def __init__(self, database_url: str) -> None:
-        self._url = libpq_url(database_url)
-        self._queue: queue.Queue[_Note] = queue.Queue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        super().__init__(database_url, name="helix-deltas")
         self._channels: OrderedDict[str, list[str]] = OrderedDict()
         """Session id -> the delta channels of the session and its ancestors (sender thread only)."""
 
@@ -87,38 +80,15 @@ class DeltaPublisher:
         """Queue ``record`` (split to fit a NOTIFY payload); returns how many payloads."""
         parts = split_to_fit(record)
         for number, part in enumerate(parts):
-            payload = part.model_copy(update={"index": record.index + number}).to_payload()
-            self._queue.put(_Note(record.session_id, payload))
-        self._start()
+            self.put(_Note(record.session_id, part.model_copy(update={"index": record.index + number}).to_payload()))
         return len(parts)
 
-    def flush(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the queue to be sent; True if it was."""
-        done = threading.Event()
-        self._queue.put(_Note(done=done))
-        self._start()
-        return done.wait(timeout)
+    def send(self, conn: psycopg.Connection, items: list[_Note]) -> None:
+        for note in items:
+            conn.execute(_NOTIFY_ALL, (note.payload, self._channels_of(conn, note.session_id)))
 
-    def _start(self) -> None:
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._send_forever, name="helix-deltas", daemon=True)
-                self._thread.start()
-
-    def _send_forever(self) -> None:
-        conn: psycopg.Connection | None = None
-        while True:
-            note = self._queue.get()
-            if note.done is not None:
-                note.done.set()
-                continue
-            try:
-                if conn is None or conn.closed:
-                    conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
-                conn.execute(_NOTIFY_ALL, (note.payload, self._channels_of(conn, note.session_id)))
-            except psycopg.Error as error:
-                logger.warning("could not publish a token delta (dropped): %s", error)
-                conn = None
+    def dropped(self, items: list[_Note], error: psycopg.Error) -> None:
+        logger.warning("could not publish %d token deltas (dropped): %s", len(items), error)
 
     def _channels_of(self, conn: psycopg.Connection, session_id: str) -> list[str]:
         """The delta channels of ``session_id`` and of the sessions above it, nearest first."""

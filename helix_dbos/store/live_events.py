@@ -1,9 +1,10 @@
 """Writing a step's keyed events to the durable stream as they happen, off the run's path.
 
 Workflow code hands each group of keyed events (``store/sql/008``) to a
-:class:`LiveEventWriter` and goes on at once; one daemon thread per process writes them,
-in the order handed over, with ``helix.append_events_once`` on an autocommit connection of
-its own, merging what queued up for the same step into one statement. Keys make this
+:class:`LiveEventWriter` and goes on at once; one daemon thread per process
+(``store/sender.py``) writes them, in the order handed over, with
+``helix.append_events_once`` on an autocommit connection of its own, merging what queued
+up for the same step into one statement. Keys make this
 safe to do late or not at all: the step's commit writes every event of the step that is
 not in the stream yet, and a write that comes after it writes nothing. A write that fails
 (a connection fault) is dropped and left to the commit::
@@ -20,15 +21,13 @@ events are relayed into the stream, so the stream keeps the order things happene
 from __future__ import annotations
 
 import logging
-import queue
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import psycopg
 
-from helix_dbos.database import libpq_url
 from helix_dbos.store.engine import to_json
 from helix_dbos.store.records import KeyedEvent
+from helix_dbos.store.sender import Sender
 from helix_dbos.text import storable
 
 logger = logging.getLogger("helix_dbos.events")
@@ -38,81 +37,42 @@ _APPEND_ONCE = "SELECT helix.append_events_once(%s, %s, %s, %s::jsonb)"
 
 @dataclass(frozen=True)
 class _Group:
-    """Keyed events of one step to write, or (with ``done``) a marker set when all before
-    it were written."""
+    """Keyed events of one step to write."""
 
-    session_id: str = ""
-    run: int = 0
-    step: int = 0
-    events: list[KeyedEvent] = field(default_factory=list)
-    done: threading.Event | None = None
+    session_id: str
+    run: int
+    step: int
+    events: list[KeyedEvent]
 
     def same_step(self, other: _Group) -> bool:
         return (self.session_id, self.run, self.step) == (other.session_id, other.run, other.step)
 
 
-class LiveEventWriter:
+class LiveEventWriter(Sender[_Group]):
     """Writes keyed step events in the order handed over, from one daemon thread."""
 
     def __init__(self, database_url: str) -> None:
-        self._url = libpq_url(database_url)
-        self._queue: queue.Queue[_Group] = queue.Queue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        super().__init__(database_url, name="helix-live-events")
 
     def write(self, session_id: str, run: int, step: int, events: list[KeyedEvent]) -> None:
         """Hand events over to be written soon; returns at once."""
-        self._queue.put(_Group(session_id, run, step, list(events)))
-        self._start()
+        self.put(_Group(session_id, run, step, list(events)))
 
-    def flush(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds until everything handed over is written (or
-        dropped); True if it was."""
-        done = threading.Event()
-        self._queue.put(_Group(done=done))
-        self._start()
-        return done.wait(timeout)
+    def send(self, conn: psycopg.Connection, items: list[_Group]) -> None:
+        for group in merged(items):
+            rows = storable([e.to_row() for e in group.events])
+            conn.execute(_APPEND_ONCE, (group.session_id, group.run, group.step, to_json(rows)))
 
-    def _start(self) -> None:
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._write_forever, name="helix-live-events", daemon=True)
-                self._thread.start()
+    def dropped(self, items: list[_Group], error: psycopg.Error) -> None:
+        logger.info("live events of %d steps left to their commits: %s", len(items), error)
 
-    def _write_forever(self) -> None:
-        conn: psycopg.Connection | None = None
-        while True:
-            for group in self._merged(self._take_all()):
-                if group.done is not None:
-                    group.done.set()
-                    continue
-                try:
-                    if conn is None or conn.closed:
-                        conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
-                    rows = storable([e.to_row() for e in group.events])
-                    conn.execute(_APPEND_ONCE, (group.session_id, group.run, group.step, to_json(rows)))
-                except psycopg.Error as error:
-                    logger.info("live events of %s step %s left to the step's commit: %s",
-                                group.session_id, group.step, error)
-                    conn = None
 
-    def _take_all(self) -> list[_Group]:
-        """The next group (waiting for one) and every group queued behind it."""
-        taken = [self._queue.get()]
-        while True:
-            try:
-                taken.append(self._queue.get_nowait())
-            except queue.Empty:
-                return taken
-
-    @staticmethod
-    def _merged(groups: list[_Group]) -> list[_Group]:
-        """Consecutive groups of the same step as one (markers stay where they are)."""
-        merged: list[_Group] = []
-        for group in groups:
-            last = merged[-1] if merged else None
-            if last is not None and group.done is None and last.done is None and last.same_step(group):
-                merged[-1] = _Group(last.session_id, last.run, last.step, [*last.events, *group.events])
-            else:
-                merged.append(group)
-        return merged
+def merged(groups: list[_Group]) -> list[_Group]:
+    """Consecutive groups of the same step as one."""
+    out: list[_Group] = []
+    for group in groups:
+        if out and out[-1].same_step(group):
+            out[-1] = _Group(group.session_id, group.run, group.step, [*out[-1].events, *group.events])
+        else:
+            out.append(group)
+    return out

@@ -189,4 +189,4 @@ def test_publishing_while_the_database_is_unreachable_drops_deltas_and_never_rai
     publisher.publish(DeltaRecord(session_id="s1", run=1, step=1, attempt=1, index=0, kind="text", text="lost"))
 
     assert publisher.flush(timeout=RESULT_TIMEOUT)
-    assert "could not publish a token delta (dropped)" in caplog.text
+    assert "could not publish 1 token deltas (dropped)" in caplog.text

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -244,19 +245,32 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_helix_dbos_serve_interrupts_and_aborts_runs_another_process_started(executor):
+@contextmanager
+def served(executor: Any, *options: str) -> Iterator[tuple[str, str, int]]:
+    """``helix-dbos serve --app server_app:executor OPTIONS`` on a free port: (its URL, the
+    line it printed first, its pid); stopped with SIGTERM, which must exit 0."""
     port = free_port()
     env = {**os.environ, "HELIX_SERVER_APP_URL": executor.database_url, "PYTHONPATH": str(APPS)}
     proc = subprocess.Popen(
-        [str(HELIX), "serve", "--app", "server_app:executor", "--allow-unauthenticated", "--no-worker",
-         "--queue", unique("served"), "--port", str(port)],
+        [str(HELIX), "serve", "--app", "server_app:executor", "--allow-unauthenticated", "--queue", unique("served"),
+         "--port", str(port), *options],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
     try:
         assert proc.stdout is not None
-        assert proc.stdout.readline().startswith(f"serving agents on http://127.0.0.1:{port} (no worker")
+        first = proc.stdout.readline()
         base = f"http://127.0.0.1:{port}"
-        wait_for(lambda: _answers(base), what="the served app to answer")
+        wait_for(lambda: _answers(f"{base}/sessions"), what="the served app to answer")
+        yield base, first, proc.pid
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+
+
+def test_helix_dbos_serve_interrupts_and_aborts_runs_another_process_started(executor):
+    with served(executor, "--no-worker") as (base, first, _):
+        assert first.startswith(f"serving agents on {base} (no worker")
         gates = [Gate(), Gate()]
         agent = define_agent(unique("served"), tools=[gates[0].tool(), gates[1].tool("wait_more")])
         use_model(executor, calls(call("w1", "wait_here")), text("never"))
@@ -273,38 +287,20 @@ def test_helix_dbos_serve_interrupts_and_aborts_runs_another_process_started(exe
         wait_for(lambda: httpx.get(f"{base}/status", params={"session_id": aborted.session_id}).json()["status"]
                  == "aborted")
         gates[1].open()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
 
 
 def test_helix_dbos_serve_runs_the_agents_itself_by_default(executor):
-    port = free_port()
-    env = {**os.environ, "HELIX_SERVER_APP_URL": executor.database_url, "PYTHONPATH": str(APPS)}
-    proc = subprocess.Popen(
-        [str(HELIX), "serve", "--app", "server_app:executor", "--allow-unauthenticated", "--queue", unique("served"),
-         "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().startswith(f"serving agents on http://127.0.0.1:{port} and working on queue")
-        base = f"http://127.0.0.1:{port}"
-        wait_for(lambda: _answers(base), what="the served app to answer")
-        started = httpx.post(f"{base}/start", json={"agent": "served-echo", "input": "who?"}).json()
-        sid = started["session_id"]
+    with served(executor) as (base, first, pid):
+        assert first.startswith(f"serving agents on {base} and working on queue")
+        sid = httpx.post(f"{base}/start", json={"agent": "served-echo", "input": "who?"}).json()["session_id"]
         wait_for(lambda: httpx.get(f"{base}/status", params={"session_id": sid}).json()["status"] == "completed")
-        assert httpx.get(f"{base}/status", params={"session_id": sid}).json()["output"] == f"served by {proc.pid}"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
+        assert httpx.get(f"{base}/status", params={"session_id": sid}).json()["output"] == f"served by {pid}"
 
 
-def _answers(base: str) -> bool:
+def _answers(url: str, headers: dict[str, str] | None = None) -> bool:
+    """Whether ``url`` answers 200 yet (a server still starting refuses connections)."""
     try:
-        return httpx.get(f"{base}/sessions", params={"limit": 1}).status_code == 200
+        return httpx.get(url, headers=headers).status_code == 200
     except httpx.TransportError:
         time.sleep(0.1)
         return False
@@ -332,7 +328,7 @@ def test_the_fastapi_example_serves_agents_and_starts_one_from_its_own_workflow(
     base = f"http://127.0.0.1:{port}"
     auth = {"Authorization": "Bearer s3cret"}
     try:
-        wait_for(lambda: _answers_with(base + "/agents/sessions", auth), timeout=60, what="the example app")
+        wait_for(lambda: _answers(f"{base}/agents/sessions", auth), timeout=60, what="the example app")
         assert httpx.post(f"{base}/agents/start", json={"agent": "demo-researcher", "input": "x"}).status_code == 401
         started = httpx.post(f"{base}/agents/start", headers=auth,
                              json={"agent": "demo-researcher", "input": "Why do agent runs survive crashes?"})
@@ -351,11 +347,3 @@ def test_the_fastapi_example_serves_agents_and_starts_one_from_its_own_workflow(
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     assert "Traceback" not in err, err
-
-
-def _answers_with(url: str, headers: dict[str, str]) -> bool:
-    try:
-        return httpx.get(url, headers=headers).status_code == 200
-    except httpx.TransportError:
-        time.sleep(0.2)
-        return False
