@@ -169,13 +169,18 @@ def _table(headers: list[str], rows: list[list[str]]) -> None:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
 
 
-def _answered(outcome: Any) -> None:
-    """Print what an answer did; an answer that changed nothing is an error (exit 1)."""
+def _report_answer(outcome: Any, as_json: bool, line: str) -> None:
+    """Print what an answer did (``line``, or the outcome as JSON); an answer that changed
+    nothing is an error (exit 1)."""
     if outcome.status == "already_answered":
         _fail(
             f"tool call {outcome.tool_call_id!r} of session {outcome.session_id!r} was already answered;"
             " the first answer stands"
         )
+    if as_json:
+        _print_json(outcome)
+    else:
+        click.echo(line)
 
 
 @main.command()
@@ -214,11 +219,7 @@ def approve(
 ) -> None:
     """Approve a gated tool call: the tool runs with its original input."""
     outcome = _admin().approve(connect_url(database_url), session_id, tool_call_id, reason=reason, approver=approver)
-    _answered(outcome)
-    if as_json:
-        _print_json(outcome)
-    else:
-        click.echo(f"approved {tool_call_id} of session {session_id}")
+    _report_answer(outcome, as_json, f"approved {tool_call_id} of session {session_id}")
 
 
 @main.command()
@@ -234,11 +235,7 @@ def deny(
 ) -> None:
     """Deny a gated tool call: the tool never runs and the model is told why."""
     outcome = _admin().deny(connect_url(database_url), session_id, tool_call_id, reason=reason, approver=approver)
-    _answered(outcome)
-    if as_json:
-        _print_json(outcome)
-    else:
-        click.echo(f"denied {tool_call_id} of session {session_id}: {reason}")
+    _report_answer(outcome, as_json, f"denied {tool_call_id} of session {session_id}: {reason}")
 
 
 @main.command()
@@ -261,13 +258,8 @@ def submit(
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--result") from None
     outcome = _admin().submit(connect_url(database_url), session_id, tool_call_id, result=result, error=error)
-    _answered(outcome)
-    if as_json:
-        _print_json(outcome)
-    elif error is not None:
-        click.echo(f"submitted an error for {tool_call_id} of session {session_id}")
-    else:
-        click.echo(f"submitted the result of {tool_call_id} of session {session_id}")
+    what = "an error for" if error is not None else "the result of"
+    _report_answer(outcome, as_json, f"submitted {what} {tool_call_id} of session {session_id}")
 
 
 @main.command()
