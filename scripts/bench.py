@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import sqlalchemy as sa
 from dbos import DBOS
 from pydantic import BaseModel
 
@@ -111,7 +112,15 @@ async def _empty_step() -> None:
 
 
 def floor_workflow_factory(executor: DBOSAgentExecutor) -> Any:
+    """helix's call shape with empty bodies: a datasource transaction to begin the run, then
+    per turn an ``llm`` step, two tool steps in parallel and one plain transaction (the
+    step commit, which is no DBOS operation)."""
     empty_tx = executor.runtime.datasource.transaction(name="floor_tx", isolation_level="READ COMMITTED")(lambda: None)
+    engine = executor.runtime.engine
+
+    def plain_commit() -> None:
+        with engine.begin() as conn:
+            conn.execute(sa.text("SELECT 1"))
 
     @DBOS.workflow(name="bench_floor")
     async def floor(turns: int) -> int:
@@ -120,7 +129,7 @@ def floor_workflow_factory(executor: DBOSAgentExecutor) -> Any:
             await DBOS.run_step_async({"name": "llm"}, _empty_step)
             reservations = [DBOS.reserve_step() for _ in range(2)] if _ < turns else []
             await asyncio.gather(*(r.run_async({"name": "tool"}, _empty_step) for r in reservations))
-            await asyncio.to_thread(empty_tx)  # commit
+            await asyncio.to_thread(plain_commit)  # commit
         return turns
 
     return floor

@@ -5,6 +5,10 @@ Per agent step::
     llm step  ->  plan (pure)  ->  phase 1: regular tools, parallel, one step each
               ->  phase 2: finishWith tools, in order  ->  sub-agents  ->  ONE commit transaction
 
+The commit is a plain transaction, not a DBOS step: it is idempotent on its own (a step
+this run committed already is recognized by its key and not written again, store/sql/009),
+so a replay calls it again harmlessly and gets the same answer.
+
 The step's stream events are written as they happen, each keyed so that a replay writes
 nothing twice (``durable/step_events.py``); the commit writes the ones still missing.
 
@@ -44,6 +48,7 @@ from helix_dbos.durable.scope import (
 from helix_dbos.durable.steps import call_llm, llm_output
 from helix_dbos.durable.tool_phases import classify, run_tool_step, start_parallel
 from helix_dbos.durable.step_events import StepEvents
+from helix_dbos.errors import HelixError
 from helix_dbos.events import StatePatchEvent, StepFinishEvent, StepStartEvent
 from helix_dbos.orchestration import (
     RunawayGuard,
@@ -295,11 +300,17 @@ class AgentLoop:
             terminal=out.terminal,
             resolved=out.resolved,
         )
-        interrupted = await asyncio.to_thread(current_runtime().commit_step, commit)
+        outcome = await asyncio.to_thread(current_runtime().commit_step, commit)
+        if outcome.refused is not None:
+            await _stop_if_cancelled()
+            raise HelixError(
+                f"step {step_no} of session {self.scope.session_id!r} cannot be committed: the session is"
+                f" {outcome.refused} and run {self.scope.request.run} no longer holds it"
+            )
         self.messages = self.messages + out.messages + out.extra_messages
         self.state = new_state
         self.step_count = step_no
-        return bool(interrupted)
+        return outcome.interrupted
 
     async def _after_commit(self, step_no: int, out: StepOutput) -> None:
         """Hooks that observe a committed step (they run again if a recovered run replays it).
@@ -330,6 +341,13 @@ class AgentLoop:
             stop_reason=terminal.stop_reason,
             usage=self.usage,
         )
+
+
+async def _stop_if_cancelled() -> None:
+    """Raise DBOS's cancellation when this run's workflow was cancelled (aborted): DBOS
+    checks it before any of the workflow's operations, and reading the workflow's own
+    status is the lightest one. Returns when the workflow was not cancelled."""
+    await DBOS.get_workflow_status_async(DBOS.workflow_id or "")
 
 
 def _terminal_stop_reason(plan: StepProcessingPlan) -> str | None:

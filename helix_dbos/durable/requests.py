@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 WORKFLOW_NAME = "helix_agent_run"
 """The registered name of the agent-run workflow (durable/workflow.py)."""
 
-WORKFLOW_PROTOCOL_VERSION = "4"
+WORKFLOW_PROTOCOL_VERSION = "5"
 """Bumped when the workflow's sequence of DBOS calls changes incompatibly."""
 
 

@@ -8,12 +8,13 @@ The façade (``DBOSAgentExecutor``) builds one :class:`AgentRuntime` per process
     runtime.register(research_agent)
     install_runtime(runtime)
 
-The datasource transactions here are the only writes workflow code makes outside tool
-steps; each commits together with its DBOS checkpoint.
+The datasource transactions here commit together with their DBOS checkpoint; the step
+commit is a plain transaction that needs none (it recognizes a step it already wrote).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,6 +22,7 @@ from dbos import SQLAlchemyDatasource
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos.durable.cancel_logs import quiet_cancelled_runs
+from helix_dbos.durable.held_outcomes import HeldOutcomes
 from helix_dbos.durable.requests import RunRequest, RunStart, run_workflow_id
 from helix_dbos.durable.tool_watch import RunWatch
 from helix_dbos.errors import (
@@ -36,8 +38,9 @@ from helix_dbos.logs import EventLog
 from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_finish_tool_result
 from helix_dbos.store import reads, writes
 from helix_dbos.store.deltas import DeltaPublisher
+from helix_dbos.store.engine import create_statement_engine
 from helix_dbos.store.live_events import LiveEventWriter
-from helix_dbos.store.records import HookStateSave, RecordedOutcome, StepCommit
+from helix_dbos.store.records import CommitOutcome, HookStateSave, RecordedOutcome, StepCommit
 from helix_dbos.store.transient import retry_transient
 from helix_dbos.subagents import sub_agents_of
 from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus, UserMessage
@@ -59,10 +62,16 @@ class AgentRuntime:
         url = self.engine.url.render_as_string(hide_password=False)
         self.deltas = DeltaPublisher(url)
         """Publishes the LLM steps' token deltas (``durable/deltas.py``)."""
+        self.statements = create_statement_engine(url)
+        """Single statements that commit on their own: the step commit, tool outcomes."""
         self.live_events = LiveEventWriter(url)
         """Writes the steps' keyed events as they happen (``durable/step_events.py``)."""
+        self.outcomes = HeldOutcomes(self.record_tool_outcome)
+        """Tool outcomes until DBOS saves their steps' checkpoints (``durable/held_outcomes.py``)."""
         self.run_watch = RunWatch(self.engine)
         """Tells this process's running tools when their run is interrupted or aborted."""
+        self._began: set[str] = set()
+        self._began_lock = threading.Lock()
         transaction = datasource.transaction
         self.begin_run = transaction(name="helix_begin_run", isolation_level=_READ_COMMITTED)(self._begin_run)
         """``begin_run(request, initial_state) -> RunStart`` (as JSON): claim the session, add the input."""
@@ -71,8 +80,6 @@ class AgentRuntime:
         )
         """``claim_child(request) -> refusal``: create a sub-agent's session for its parent's
         call before its workflow starts (None), or say why that session is not the call's."""
-        self.commit_step = transaction(name="helix_commit_step", isolation_level=_READ_COMMITTED)(self._commit_step)
-        """``commit_step(commit) -> interrupted``: one agent step, exactly once."""
         self.save_hook_state = transaction(name="helix_save_hook_state", isolation_level=_READ_COMMITTED)(
             self._save_hook_state
         )
@@ -116,6 +123,16 @@ class AgentRuntime:
     def _connection(self) -> Any:
         return self.datasource.sql_session().connection()
 
+    def first_execution(self, workflow_id: str) -> bool:
+        """Whether ``begin_run`` of this workflow ran in this process just now rather than
+        returning its checkpoint: then this is the workflow's first execution, and none of
+        its later steps ran before (asked once, right after ``begin_run``)."""
+        with self._began_lock:
+            if workflow_id in self._began:
+                self._began.remove(workflow_id)
+                return True
+            return False
+
     def _begin_run(self, request: RunRequest, initial_state: dict[str, Any]) -> dict[str, Any]:
         conn = self._connection()
         if not reads.workflow_exists(conn, run_workflow_id(request.session_id, request.run)):
@@ -153,6 +170,8 @@ class AgentRuntime:
             [RunStartEvent(run=request.run, kind=request.kind, input=request.input)],
         )
         start = RunStart(step_count=row["step_count"], message_seq=message_count, start_seq=row["event_seq"] + 1)
+        with self._began_lock:
+            self._began.add(run_workflow_id(sid, request.run))
         return start.model_dump(mode="json")
 
     def _claim_child(self, request: RunRequest) -> str | None:
@@ -164,9 +183,6 @@ class AgentRuntime:
             parent_session_id=request.parent_session_id, parent_tool_call_id=request.parent_tool_call_id,
             first_workflow_id=run_workflow_id(request.session_id, 1),
         )
-
-    def _commit_step(self, commit: StepCommit) -> bool:
-        return writes.commit_step(self._connection(), commit)
 
     def _save_hook_state(self, save: HookStateSave) -> list[dict[str, Any]] | None:
         return writes.save_hook_state(self._connection(), save)
@@ -195,13 +211,25 @@ class AgentRuntime:
     def _collect_answers(self, session_id: str, tool_call_ids: list[str]) -> dict[str, Any]:
         return writes.collect_answers(self._connection(), session_id, tool_call_ids).model_dump(mode="json")
 
+    # --- the step commit: a plain transaction, idempotent on its own (store/sql/009) --------
+
+    def commit_step(self, commit: StepCommit) -> CommitOutcome:
+        """Commit one agent step, exactly once (retried on connection faults: a commit
+        that went through before its connection broke is recognized, not repeated)."""
+
+        def write() -> CommitOutcome:
+            with self.statements.connect() as conn:
+                return writes.commit_step(conn, commit)
+
+        return retry_transient(write)
+
     # --- the outcomes of tool calls (store/sql/006), written and read by tool steps ----------
 
     def record_tool_outcome(self, row: RecordedOutcome) -> None:
-        """Record how a call ended, the moment it did (retried on connection faults)."""
+        """Record how a call ended when no checkpoint will hold it (retried on connection faults)."""
 
         def write() -> None:
-            with self.engine.begin() as conn:
+            with self.statements.connect() as conn:
                 writes.record_tool_outcome(conn, row)
 
         retry_transient(write)
@@ -210,12 +238,10 @@ class AgentRuntime:
         """The outcome recorded for this exact call, or None (retried on connection faults)."""
 
         def read() -> dict[str, Any] | None:
-            with self.engine.connect() as conn:
+            with self.statements.connect() as conn:
                 return reads.recorded_tool_outcome(conn, session_id, step, tool_call_id, call_digest)
 
         return retry_transient(read)
-
-    # --- live events (store/sql/008), written by workflow code as they happen --------------
 
     # --- reads of workflow code (immutable history, so safe to repeat on replay) -------------
 

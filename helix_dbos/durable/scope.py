@@ -35,6 +35,9 @@ class RunScope:
 
     agent: AgentConfig
     request: RunRequest
+    first_execution: bool = False
+    """This execution of the run's workflow is its first (not a recovery, not a resume):
+    none of its steps ran before (``AgentRuntime.first_execution``)."""
 
     @property
     def session_id(self) -> str:
@@ -54,7 +57,10 @@ class RunScope:
         return found
 
     def job(self, step_no: int, call: ParsedToolCall, base_state: Any) -> ToolJob:
-        return ToolJob(self.agent.name, self.session_id, self.request.run, step_no, call, base_state)
+        return ToolJob(
+            self.agent.name, self.session_id, self.request.run, step_no, call, base_state,
+            ran_before=not self.first_execution,
+        )
 
     def hook_context(self, step_no: int, state: Any) -> HookContext:
         """What ``on_agent_suspended`` / ``on_agent_resumed`` see: the state before the

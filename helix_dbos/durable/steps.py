@@ -35,6 +35,9 @@ class ToolJob:
     step: int
     call: ParsedToolCall
     base_state: dict[str, Any]
+    ran_before: bool = True
+    """Whether an earlier execution of the run's workflow may have run this step; when not,
+    no outcome can be recorded for it and the step does not look for one."""
 
 
 async def call_llm(
@@ -65,8 +68,9 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
     interrupt, abort: durable/tool_call.py), record its state writes.
 
     A tool that raises, times out or gets invalid input becomes an error result:
-    self-healing. An outcome recorded when the tool ended (the step ran before, and its
-    checkpoint was not saved) is returned without running the tool again. Its checkpoint
+    self-healing. An outcome recorded for the call (the step ran before, and its checkpoint
+    was not saved) is returned without running the tool again. The outcome returned is
+    held in memory until its checkpoint is saved (``HeldOutcomes``). Its checkpoint
     is a :class:`ToolOutcome` as JSON, with text Postgres cannot store (in the result,
     the error, state writes and events) replaced (``helix_dbos.text``).
     """
@@ -75,9 +79,10 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
     tool = agent.get_tool(job.call.name)
     assert tool is not None, "the loop only schedules known tools"
     key = (job.session_id, job.step, job.call.id, call_digest(job.call))
-    recorded = await asyncio.to_thread(runtime.recorded_tool_outcome, *key)
-    if recorded is not None:
-        return recorded
+    if job.ran_before:
+        recorded = await asyncio.to_thread(runtime.recorded_tool_outcome, *key)
+        if recorded is not None:
+            return recorded
     events: list[dict[str, Any]] = []
 
     def emit(name: str, data: Any) -> None:
@@ -94,16 +99,22 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
         return _checkpoint(call.failed(exc))
     await fire_hook(agent.hooks, "before_tool", job.call, ctx)
 
-    def record(outcome: ToolOutcome) -> None:
-        runtime.record_tool_outcome(RecordedOutcome(
+    def recorded(outcome: ToolOutcome) -> RecordedOutcome:
+        return RecordedOutcome(
             session_id=job.session_id, step=job.step, tool_call_id=job.call.id, run=job.run,
             tool_name=tool.name, call_digest=key[3], outcome=_checkpoint(outcome),
-        ))
+        )
+
+    def record(outcome: ToolOutcome) -> None:
+        runtime.record_tool_outcome(recorded(outcome))
 
     outcome = await run_call(call, tool_input, agent.timeout_of(tool), runtime.run_watch, job.run, record)
     if outcome.writes:
         await fire_hook(agent.hooks, "on_state_change", tracker.get_state(), ctx)
-    return _checkpoint(outcome)
+    checkpoint = recorded(outcome)
+    if not call.abandoned:  # the body's own outcome: held until DBOS saves this checkpoint
+        runtime.outcomes.hold(checkpoint)
+    return checkpoint.outcome
 
 
 def _checkpoint(outcome: ToolOutcome) -> dict[str, Any]:

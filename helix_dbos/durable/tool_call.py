@@ -11,11 +11,13 @@ the step stops waiting for; it runs on until it returns or the process exits, an
 not keep the process alive. An async body is a task on the workflow's loop and is
 cancelled (``CancelledError`` at its next ``await``).
 
-Whenever a body ends, its outcome is recorded at once (``helix.tool_outcomes``,
-store/sql/006), even when the step no longer waits for it, and a step that finds its
-call's outcome recorded returns it without running the tool: a tool that finished is
-never run again by a resume of its run. A body still running in this process when its
-step runs again (an abort, then ``helix-dbos resume``) is joined, not started twice.
+A body that ends after its step stopped waiting for it has its outcome recorded at once
+(``helix.tool_outcomes``, store/sql/006): the step's checkpoint does not hold it. (An
+outcome the step returns is held until DBOS saves the step's checkpoint and recorded only
+if DBOS refuses to, ``durable/tool_phases.py``.) A step that finds its call's outcome
+recorded returns it without running the tool: a tool that finished is never run again by
+a resume of its run. A body still running in this process when its step runs again (an
+abort, then ``helix-dbos resume``) is joined, not started twice.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ STOP_GRACE_SECONDS = 1.0
 """How long a tool may still take to return once its run is interrupted or aborted."""
 
 Recorder = Callable[[ToolOutcome], None]
-"""Records a call's outcome the moment its body ends (from any thread)."""
+"""Records the outcome of a body that ended after its step stopped waiting (from any thread)."""
 
 CallKey = tuple[str, int, str, str]
 """(session id, step, tool call id, call digest)."""
@@ -74,6 +76,29 @@ class ToolCall:
     events: list[dict[str, Any]]
     """The custom events the body emitted (``ctx.emit`` appends to this list)."""
     started: float = field(default_factory=time.perf_counter)
+    _settling: threading.Lock = field(default_factory=threading.Lock)
+    _ended: bool = False
+    _abandoned: bool = False
+
+    def ended(self) -> bool:
+        """The body ended; True when the step no longer waits for it (then its outcome must
+        be recorded: no checkpoint will hold it)."""
+        with self._settling:
+            self._ended = True
+            return self._abandoned
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether the step stopped waiting for the body (its outcome says the call did not return)."""
+        with self._settling:
+            return self._abandoned
+
+    def abandon(self) -> bool:
+        """The step stops waiting for the body; True when the body has just ended (its
+        outcome is about to be set, and the step takes it instead)."""
+        with self._settling:
+            self._abandoned = not self._ended
+            return self._ended
 
     def returned(self, value: Any) -> ToolOutcome:
         """The outcome of a body that returned ``value`` (an ``output_schema`` mismatch is an error)."""
@@ -123,6 +148,8 @@ async def run_call(call: ToolCall, tool_input: Any, timeout: float | None, watch
             await asyncio.wait({ended}, timeout=grace)
     if ended.done() and not ended.cancelled():
         return ended.result()
+    if call.abandon():
+        return await ended
     if isinstance(ended, asyncio.Task):
         ended.cancel()  # an async body: CancelledError at its next await
     assert signal.reason is not None
@@ -167,7 +194,8 @@ async def _run_async(call: ToolCall, tool_input: Any, record: Recorder) -> ToolO
         outcome = call.returned(await call.tool.run(tool_input, call.ctx))
     except Exception as exc:
         outcome = call.failed(exc)
-    await asyncio.to_thread(_record, record, outcome)
+    if call.ended():
+        await asyncio.to_thread(_record, record, outcome)
     return outcome
 
 
@@ -181,7 +209,8 @@ def _run_sync(call: ToolCall, tool_input: Any, record: Recorder, ending: concurr
             outcome = call.returned(value)
         except Exception as exc:
             outcome = call.failed(exc)
-        _record(record, outcome)
+        if call.ended():
+            _record(record, outcome)
         ending.set_result(outcome)
     except BaseException as exc:  # SystemExit and the like: nobody waits for a result forever
         ending.set_exception(exc)

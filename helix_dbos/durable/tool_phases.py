@@ -15,8 +15,10 @@ from typing import Any
 from dbos import DBOS
 
 from helix_dbos.durable.requests import ToolOutcome
+from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
 from helix_dbos.durable.steps import run_tool
+from helix_dbos.durable.tool_call import call_digest
 from helix_dbos.types import FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, ParsedSubAgentCall, ParsedToolCall
 
 
@@ -62,10 +64,7 @@ def start_parallel(
 
     async def run_one(reservation: Any, call: ParsedToolCall) -> ToolOutcome:
         async with limit:
-            checkpoint = await reservation.run_async(
-                {"name": f"tool:{call.name}"}, run_tool, scope.job(step_no, call, base_state)
-            )
-            outcome = ToolOutcome.model_validate(checkpoint)
+            outcome = await _checkpointed(scope, step_no, call, reservation.run_async, base_state)
         await on_outcome(outcome)
         return outcome
 
@@ -76,7 +75,22 @@ async def run_tool_step(
     scope: RunScope, step_no: int, call: ParsedToolCall, base_state: Any, on_outcome: OnOutcome
 ) -> ToolOutcome:
     """One tool, as one DBOS step, now."""
-    checkpoint = await DBOS.run_step_async({"name": f"tool:{call.name}"}, run_tool, scope.job(step_no, call, base_state))
-    outcome = ToolOutcome.model_validate(checkpoint)
+    outcome = await _checkpointed(scope, step_no, call, DBOS.run_step_async, base_state)
     await on_outcome(outcome)
     return outcome
+
+
+async def _checkpointed(
+    scope: RunScope, step_no: int, call: ParsedToolCall, run_step: Callable[..., Awaitable[Any]], base_state: Any
+) -> ToolOutcome:
+    """The call's tool step, run with ``run_step``; its outcome is recorded when DBOS does
+    not save the step's checkpoint (``durable/held_outcomes.py``)."""
+    key = (scope.session_id, step_no, call.id, call_digest(call))
+    held = current_runtime().outcomes
+    try:
+        checkpoint = await run_step({"name": f"tool:{call.name}"}, run_tool, scope.job(step_no, call, base_state))
+    except BaseException:
+        held.unsaved(key)  # rare (an aborted run): a blocking insert, on the loop
+        raise
+    held.saved(key)
+    return ToolOutcome.model_validate(checkpoint)

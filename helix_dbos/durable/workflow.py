@@ -38,7 +38,8 @@ async def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
             mode="json"
         )
     try:
-        result = await AgentLoop(RunScope(agent, req)).run(start)
+        scope = RunScope(agent, req, first_execution=runtime.first_execution(DBOS.workflow_id or ""))
+        result = await AgentLoop(scope).run(start)
     except Exception as exc:  # DBOS's cancellation is a BaseException and passes through
         runtime.log.error("run.failed", session_id=req.session_id, run=req.run, exc_info=True)  # a bug: shown
         error = storable(f"{type(exc).__name__}: {exc}")

@@ -22,6 +22,15 @@ def create_engine(url: str, **kwargs: Any) -> sa.Engine:
     return sa.create_engine(sqlalchemy_url(url), pool_pre_ping=True, **kwargs)
 
 
+def create_statement_engine(url: str) -> sa.Engine:
+    """An engine for single statements that commit on their own and that the caller runs
+    again on a connection fault (``store.transient.retry_transient``): autocommit, and no
+    ping before each use (a dead connection fails the statement, SQLAlchemy discards it,
+    and the retry takes a new one). One round trip per statement, where an engine with
+    ``pool_pre_ping`` and a transaction takes four."""
+    return sa.create_engine(sqlalchemy_url(url), isolation_level="AUTOCOMMIT", pool_size=20, max_overflow=20)
+
+
 def to_json(value: Any) -> str:
     """Compact JSON for a ``CAST(:x AS jsonb)`` parameter."""
     return json.dumps(value, separators=(",", ":"), allow_nan=False)

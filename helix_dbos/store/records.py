@@ -224,10 +224,11 @@ class KeyedEvent(BaseModel):
 
 
 class StepCommit(BaseModel):
-    """Everything one agent step writes, in ONE call to ``helix.commit_step`` (store/sql/002).
+    """Everything one agent step writes, in ONE call to ``helix.commit_step`` (store/sql/009).
 
-    The commit is refused, writing nothing, unless the session is active at
-    ``step - 1`` (compare-and-set on ``step_count``).
+    The commit writes only when the session is active at ``step - 1`` (compare-and-set on
+    ``step_count``); a step this run committed already is recognized and not written
+    again (:class:`CommitOutcome`).
     """
 
     session_id: str
@@ -244,11 +245,6 @@ class StepCommit(BaseModel):
     terminal: Terminal | None = None
     resolved: list[ResolvedCall] = Field(default_factory=list)
 
-    @property
-    def has_tool_results(self) -> bool:
-        """Whether the step answered tool calls (then it may have recorded tool outcomes)."""
-        return any(m.role == "tool" for m in self.messages)
-
     def to_json_payload(self) -> dict[str, Any]:
         """The jsonb argument of ``helix.commit_step``. The run's own text is made storable
         where it is produced (the LLM and tool steps); what workflow code derives from it
@@ -257,6 +253,20 @@ class StepCommit(BaseModel):
         payload["messages"] = [m.model_dump(mode="json", exclude_none=True) for m in self.messages]
         payload["events"] = [e.to_row() for e in self.events]
         return storable(payload)
+
+
+class CommitOutcome(BaseModel):
+    """What ``helix.commit_step`` answered (store/sql/009).
+
+    ``interrupted``: an interrupt requested by anyone ended the run at this step.
+    ``replayed``: this run had committed the step already (a replay); nothing was written.
+    ``refused``: the session's status when the step was neither the next one nor already
+    committed by this run (an aborted run); nothing was written.
+    """
+
+    interrupted: bool = False
+    replayed: bool = False
+    refused: str | None = None
 
 
 class HookStateSave(BaseModel):

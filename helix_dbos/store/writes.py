@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from helix_dbos.events import Event, StatePatchEvent
 from helix_dbos.store.engine import to_json
-from helix_dbos.store.records import AnswerWindow, HookStateSave, RecordedOutcome, StepCommit, WaitState
+from helix_dbos.store.records import AnswerWindow, CommitOutcome, HookStateSave, RecordedOutcome, StepCommit, WaitState
 from helix_dbos.types import Message
 
 
@@ -151,22 +151,15 @@ def append_events(conn: sa.Connection, session_id: str, run: int, step: int, eve
     )
 
 
-def commit_step(conn: sa.Connection, commit: StepCommit) -> bool:
-    """Commit one agent step with one statement (``helix.commit_step`` in store/sql/008),
-    and drop the step's recorded tool outcomes (:func:`record_tool_outcome`), which its
-    checkpoints now hold.
-
-    Returns True when an interrupt requested by anyone ended the run at this step.
-    """
-    result: dict[str, Any] = conn.execute(
+def commit_step(conn: sa.Connection, commit: StepCommit) -> CommitOutcome:
+    """Commit one agent step with one statement (``helix.commit_step``, store/sql/009),
+    which also drops the step's recorded tool outcomes (:func:`record_tool_outcome`): its
+    checkpoints now hold them. Safe to repeat: a step already committed writes nothing and
+    answers as it first did."""
+    result = conn.execute(
         sa.text("SELECT helix.commit_step(CAST(:p AS jsonb))"), {"p": to_json(commit.to_json_payload())}
     ).scalar_one()
-    if commit.has_tool_results:
-        conn.execute(
-            sa.text("DELETE FROM helix.tool_outcomes WHERE session_id = :s AND step = :n"),
-            {"s": commit.session_id, "n": commit.step},
-        )
-    return bool(result["interrupted"])
+    return CommitOutcome.model_validate(result)
 
 
 def save_hook_state(conn: sa.Connection, save: HookStateSave) -> list[dict[str, Any]] | None:

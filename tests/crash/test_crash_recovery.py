@@ -6,10 +6,11 @@ recovers the PENDING run at launch; the run must then end exactly as an uninterr
 run does: same transcript, state, step count and usage, nothing duplicated, every tool
 call paired with its result.
 
-Kill points (25): at timed offsets after the run starts; inside a tool (a marker file
+Kill points (27): at timed offsets after the run starts; inside a tool (a marker file
 the tool touches); after a step's tool checkpoints exist but before its commit is
-durable; and inside the commit transaction (a test trigger makes it slow, and the
-worker is killed while pg_stat_activity shows it running).
+durable; inside the commit transaction (a test trigger makes it slow, and the worker is
+killed while pg_stat_activity shows it running); and after a commit, before the next
+model call is checkpointed (the commit is replayed and must write nothing).
 """
 
 from __future__ import annotations
@@ -92,11 +93,30 @@ def in_commit(step: int) -> KillPoint:
     return ready
 
 
+def committed(step: int) -> KillPoint:
+    """Kill once ``step`` is committed and before the next step's model call is checkpointed:
+    the commit is a plain transaction (no DBOS checkpoint of its own), so the recovered run
+    replays it, and it must recognize the step and write nothing."""
+
+    def ready(conn: psycopg.Connection, session_id: str, marks: Path) -> bool:
+        count = conn.execute("SELECT step_count FROM helix.sessions WHERE id = %s", (session_id,)).fetchone()
+        if count is None or count[0] != step:
+            return False
+        llm = conn.execute(
+            "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = %s AND function_name = 'llm'",
+            (f"helix:{session_id}:run:1",),
+        ).fetchone()
+        return llm is not None and llm[0] == step
+
+    return ready
+
+
 KILL_POINTS: dict[str, KillPoint] = {
     **{f"timed-{int(s * 1000)}ms": timed(s) for s in (0.0, 0.04, 0.09, 0.14, 0.2, 0.26, 0.33, 0.4, 0.5, 0.62)},
     **{f"in-tool-step{k}": in_tool(k) for k in range(1, STEPS + 1)},
     **{f"tools-done-step{k}": tools_checkpointed(k) for k in (1, 3, 5)},
     **{f"in-commit-step{k}": in_commit(k) for k in range(1, STEPS + 1)},
+    **{f"committed-step{k}": committed(k) for k in (1, 3)},
     "in-commit-finish": in_commit(STEPS + 1),
 }
 
@@ -173,7 +193,8 @@ def test_every_kill_point_recovers_to_the_uninterrupted_outcome(
         outcomes = list(pool.map(run, KILL_POINTS.items()))
 
     killed = [name for name, _, _, was_killed in outcomes if was_killed]
-    assert len(killed) >= 20, f"only {len(killed)} kill points were reached: {killed}"
+    assert len(killed) >= 22, f"only {len(killed)} kill points were reached: {killed}"
+    assert {"committed-step1", "committed-step3"} <= set(killed), "the window after a commit was not reached"
     for name, result, snap, _ in outcomes:
         assert result["status"] == "completed", (name, result)
         assert result["output"] == {"count": STEPS * 2}, name

@@ -311,7 +311,7 @@ def test_a_hook_write_the_schema_refuses_is_logged_and_nothing_is_saved(executor
     assert result.status == "completed"
     assert executor.get_session(handle.session_id).state == Tally().model_dump()
     assert any("on_step_finish" in r.getMessage() for r in caplog.records)
-    assert recorded_steps(handle) == ["helix_begin_run", "llm", "helix_commit_step"]
+    assert recorded_steps(handle) == ["helix_begin_run", "llm"]
 
 
 def test_hooks_that_write_nothing_add_no_step_and_no_patch(executor: Any) -> None:
@@ -327,7 +327,7 @@ def test_hooks_that_write_nothing_add_no_step_and_no_patch(executor: Any) -> Non
     handle, result = run(executor, agent)
     assert result.status == "completed" and read[-1] == {"items": ["pear"]}
     assert recorded_steps(handle) == [
-        "helix_begin_run", "llm", "tool:add", "helix_commit_step", "llm", "helix_commit_step",
+        "helix_begin_run", "llm", "tool:add", "llm",
     ]
     log = rows(executor, "SELECT step, part FROM helix.state_patches WHERE session_id = :s", s=handle.session_id)
     assert log == [{"step": 1, "part": 0}]

@@ -28,11 +28,11 @@ def recorded_steps(workflow_id: str) -> list[str]:
     return [step["function_name"] for step in DBOS.list_workflow_steps(workflow_id)]
 
 
-def test_text_run_records_begin_llm_commit(executor: Any) -> None:
+def test_text_run_records_begin_and_llm(executor: Any) -> None:
     use_model(executor, text("hello"))
     handle = executor.execute(define_agent(unique("proto-text"), system_prompt="s"), "hi")
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
-    assert recorded_steps(handle.workflow_id) == ["helix_begin_run", "llm", "helix_commit_step"]
+    assert recorded_steps(handle.workflow_id) == ["helix_begin_run", "llm"]
 
 
 def test_tool_run_records_one_step_per_tool_in_call_order(executor: Any) -> None:
@@ -42,8 +42,8 @@ def test_tool_run_records_one_step_per_tool_in_call_order(executor: Any) -> None
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     assert recorded_steps(handle.workflow_id) == [
         "helix_begin_run",
-        "llm", "tool:lookup", "tool:lookup", "helix_commit_step",
-        "llm", "helix_commit_step",
+        "llm", "tool:lookup", "tool:lookup",
+        "llm",
     ]
 
 
@@ -61,12 +61,12 @@ def test_a_step_whose_hooks_wrote_the_state_records_one_save_after_its_commit(ex
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     assert recorded_steps(handle.workflow_id) == [
         "helix_begin_run",
-        "llm", "tool:lookup", "helix_commit_step", "helix_save_hook_state",
-        "llm", "helix_commit_step",
+        "llm", "tool:lookup", "helix_save_hook_state",
+        "llm",
     ]
 
 
-def test_error_step_without_should_stop_records_its_commit_then_asks_the_model_again(executor: Any) -> None:
+def test_error_step_without_should_stop_asks_the_model_again(executor: Any) -> None:
     mock = MockLLMAdapter()  # queued: the error step adds no assistant message to key a script on
     mock.add_response({"type": "error", "error": "overloaded", "should_stop": False})
     mock.add_response(text("hello"))
@@ -74,7 +74,7 @@ def test_error_step_without_should_stop_records_its_commit_then_asks_the_model_a
     handle = executor.execute(define_agent(unique("proto-error"), system_prompt="s"), "hi")
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     assert recorded_steps(handle.workflow_id) == [
-        "helix_begin_run", "llm", "helix_commit_step", "llm", "helix_commit_step",
+        "helix_begin_run", "llm", "llm",
     ]
 
 
@@ -88,8 +88,8 @@ def test_approval_run_records_suspend_recv_and_the_approved_tool(executor: Any) 
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     assert recorded_steps(handle.workflow_id) == [
         "helix_begin_run",
-        "llm", "helix_suspend", "DBOS.recv", "DBOS.sleep", "helix_collect_answers", "tool:lookup", "helix_commit_step",
-        "llm", "helix_commit_step",
+        "llm", "helix_suspend", "DBOS.recv", "DBOS.sleep", "helix_collect_answers", "tool:lookup",
+        "llm",
     ]
 
 
@@ -106,4 +106,4 @@ def test_sub_agent_run_records_the_child_workflow(executor: Any) -> None:
     assert steps[:2] == ["helix_begin_run", "llm"]
     assert steps[2] == "helix_claim_child"  # the child's session, created for this call first
     assert steps[3] == "helix_agent_run"  # the child's workflow, started as a child of this run
-    assert steps[4:] == ["DBOS.getResult", "helix_commit_step", "llm", "helix_commit_step"]
+    assert steps[4:] == ["DBOS.getResult", "llm"]
