@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import psycopg
 import sqlalchemy as sa
@@ -38,6 +38,7 @@ from helix_dbos.store.records import EventRecord
 
 _SAFETY_WAKEUP_SECONDS = 5.0
 _EVENTS_CHANNEL = "helix_events"
+_PAGE = 1000
 
 
 def follow_events(
@@ -66,27 +67,39 @@ def follow_events(
         last = from_seq - 1
         while True:
             with engine.connect() as conn:
-                batch = reads.events_after(conn, session_id, last)
+                batch = reads.events_after(conn, session_id, last, limit=_PAGE)
             for event in batch:
                 last = event.seq
                 yield event
                 if until_run_end and event.type in RUN_END_EVENTS:
                     return
-            if batch:
-                continue
-            if not follow or not _wait_for(listener, notes, session_id, idle_timeout):
+            if len(batch) == _PAGE:
+                continue  # more were written already
+            if not follow:
                 return
-            yield from _deltas_until_events(notes, session_id)
+            woken = yield from _deltas_until_new_events(listener, notes, session_id, idle_timeout)
+            if not woken:
+                return
 
 
-def _deltas_until_events(notes: deque[psycopg.Notify], session_id: str) -> Iterator[DeltaRecord]:
-    """The deltas among ``notes``, in order, up to the first notification of new events for
-    the session (taken off too: the caller reads the events next)."""
+def _deltas_until_new_events(
+    listener: psycopg.Connection, notes: deque[psycopg.Notify], session_id: str, idle_timeout: float | None
+) -> Generator[DeltaRecord, None, bool]:
+    """Yield the deltas that arrive, in order, until the notification that new events of
+    the session are committed (True: read them now) or ``idle_timeout`` passes (False).
+
+    Notifications reach a listener in commit order, so the deltas an LLM step published
+    before its commit are all yielded before the events of that commit are read.
+    """
     channel = delta_channel(session_id)
-    while notes:
+    while True:
+        if not notes and not _wait_for(listener, notes, session_id, idle_timeout):
+            return False
+        if not notes:
+            return True  # the periodic wake-up: look at the table anyway
         note = notes.popleft()
-        if note.channel == _EVENTS_CHANNEL and note.payload == session_id:
-            return
+        if note.channel == _EVENTS_CHANNEL:
+            return True
         if note.channel == channel:
             try:
                 yield DeltaRecord.from_payload(note.payload)
