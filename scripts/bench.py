@@ -13,7 +13,9 @@ It prints, for K = 20 and K = 200:
 then turns per second with 200 concurrent sessions whose model answers after 50 ms, the
 state tracker figures (scripts/bench_state.py), runs per second on 1, 2 and 4 queue
 worker processes (scripts/bench_workers.py), and how soon another process sees a run's
-events and token deltas (scripts/bench_streaming.py, in a process of its own); with
+events and token deltas (scripts/bench_streaming.py, in a process of its own), and new
+runs' rate, worker memory and approval time with 1,000 runs waiting for approval
+(scripts/bench_hitl.py); with
 --peers, the side-by-side run with Pydantic AI + DBOS and LangGraph (scripts/bench_peers.py).
 
 It runs on a database of its own (created on the server of --database-url, else the
@@ -250,6 +252,8 @@ def main() -> None:
     bench_workers.report(bench_workers.run(server_url, sessions=sessions), sessions)
     streaming = [sys.executable, str(Path(__file__).with_name("bench_streaming.py")), "--database-url", server_url]
     subprocess.run(streaming + (["--quick"] if args.quick else []), check=True)
+    hitl = [sys.executable, str(Path(__file__).with_name("bench_hitl.py")), "--database-url", server_url]
+    subprocess.run(hitl + (["--quick"] if args.quick else []), check=True)
     if args.peers:
         peers = [sys.executable, str(Path(__file__).with_name("bench_peers.py")), "--database-url", server_url]
         subprocess.run(peers + (["--rounds", "1"] if args.quick else []), check=True)

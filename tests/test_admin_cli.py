@@ -146,6 +146,8 @@ def waiting(executor: Any, url: str) -> Any:
     )
     handle = executor.execute(agent, "tidy up")
     wait_for(lambda: [p.tool_call_id for p in executor.list_pending(handle.session_id)] == ["r1"], what="r1 pending")
+    waiter = f"{handle.workflow_id}:wait:3"  # the run parked: its step's waiter holds it now
+    wait_for(lambda: executor.get_current_run(handle.session_id).workflow_id == waiter, what="the run parked")
     yield agent, handle
     if status_of(executor, handle.session_id) in ("awaiting_approval", "active"):
         run_cli(url, "cancel", handle.session_id)
@@ -313,11 +315,12 @@ def test_tail_prints_the_stream_and_follows_until_the_run_ends(executor: Any, ur
 def test_cancel_then_resume_restarts_the_workflow_where_it_waited(executor: Any, url: str, waiting: Any) -> None:
     _, handle = waiting
     sid = handle.session_id
+    waiter = f"{handle.workflow_id}:wait:3"
     refunds.clear()
 
     done = json.loads(run_cli(url, "cancel", sid, "--json").stdout)
-    assert done == {"session_id": sid, "run": 1, "workflow_id": handle.workflow_id, "status": "aborted", "changed": True}
-    assert rows(executor, "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = :w", w=handle.workflow_id) == [
+    assert done == {"session_id": sid, "run": 1, "workflow_id": waiter, "status": "aborted", "changed": True}
+    assert rows(executor, "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = :w", w=waiter) == [
         {"status": "CANCELLED"}
     ]
     run = rows(executor, "SELECT status, stop_reason, error FROM helix.runs WHERE session_id = :id", id=sid)
@@ -327,7 +330,7 @@ def test_cancel_then_resume_restarts_the_workflow_where_it_waited(executor: Any,
     assert "has no run in progress (status aborted)" in run_cli(url, "cancel", sid, expect=1).stderr
 
     resumed = run_cli(url, "resume", sid).stdout
-    assert resumed == f"resumed run 1 of session {sid} (workflow {handle.workflow_id}); status awaiting_approval\n"
+    assert resumed == f"resumed run 1 of session {sid} (workflow {waiter}); status awaiting_approval\n"
     assert [p["tool_call_id"] for p in json.loads(run_cli(url, "pending", "--session", sid, "--json").stdout)] == ["r1"]
     assert "is running" in run_cli(url, "resume", sid, expect=1).stderr
 

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 import psycopg
@@ -45,8 +46,8 @@ CREATE TABLE scaleout.intervals (
 class Proc:
     """A CLI subprocess whose stdout lines are collected as they come."""
 
-    def __init__(self, url: str, *args: str) -> None:
-        env = {**os.environ, "HELIX_SCALEOUT_URL": url, "HELIX_SCALEOUT_WORK_SECONDS": str(WORK_SECONDS)}
+    def __init__(self, url: str, *args: str, work_seconds: float = WORK_SECONDS) -> None:
+        env = {**os.environ, "HELIX_SCALEOUT_URL": url, "HELIX_SCALEOUT_WORK_SECONDS": str(work_seconds)}
         self.popen = subprocess.Popen(
             [sys.executable, "-c", CLI, *args], cwd=APP_DIR, env=env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -82,11 +83,14 @@ class Proc:
             return self.popen.wait()
 
 
-def worker(url: str, executor_id: str, command: str = "worker", *extra: str) -> Proc:
+def worker(
+    url: str, executor_id: str, command: str = "worker", *extra: str, concurrency: int = PER_WORKER,
+    work_seconds: float = WORK_SECONDS,
+) -> Proc:
     return Proc(
         url, command, "--app", "scale_app:executor", "--executor-id", executor_id,
-        "--concurrency", str(PER_WORKER), "--global-concurrency", str(GLOBAL_LIMIT),
-        "--polling-interval", "0.05", *extra,
+        "--concurrency", str(concurrency), "--global-concurrency", str(GLOBAL_LIMIT),
+        "--polling-interval", "0.05", *extra, work_seconds=work_seconds,
     )
 
 
@@ -286,3 +290,145 @@ def test_execute_with_a_queue_enqueues_and_the_rate_limit_holds(executor):
         assert started[2] - started[0] >= 0.95, f"3 runs started within a second under a 2/1s limit: {started}"
     finally:
         DBOS.delete_queue(name)
+
+
+# --- human-in-the-loop at scale: a waiting run holds no slot ------------------------------------
+
+
+def cli_run(url: str, *args: str) -> str:
+    """``helix-dbos ARGS`` in another process that has nothing but the database URL."""
+    done = subprocess.run([sys.executable, "-c", CLI, *args], env={**os.environ, "HELIX_DATABASE_URL": url},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def until(query: str, args: tuple, want: Callable[[Any], bool], url: str, what: str, timeout: float = 30) -> Any:
+    """Poll ``query`` (its first value) until ``want`` holds."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        while True:
+            value = conn.execute(query, args).fetchone()[0]
+            if want(value):
+                return value
+            assert time.monotonic() < deadline, f"{what}: still {value!r} after {timeout}s"
+            time.sleep(0.05)
+
+
+def parked(url: str, sessions: list[str]) -> None:
+    """Wait until each session's run has parked: its step's waiter holds it."""
+    until("SELECT count(*) FROM helix.runs r JOIN dbos.workflow_status w ON w.workflow_uuid = r.workflow_id"
+          " WHERE r.session_id = ANY(%s) AND w.name = 'helix_await_answers' AND w.status = 'PENDING'",
+          (sessions,), lambda n: n == len(sessions), url, "parked runs")
+
+
+def completed_once(url: str, sessions: list[str]) -> None:
+    """Each session completed with one run, one tool result for its gated call and one finish."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        for sid in sessions:
+            roles = [r[0] for r in conn.execute(
+                "SELECT message->>'role' FROM helix.messages WHERE session_id = %s ORDER BY seq", (sid,))]
+            assert roles == ["user", "assistant", "tool", "assistant", "tool"], (sid, roles)
+            types = [r[0] for r in conn.execute("SELECT type FROM helix.events WHERE session_id = %s", (sid,))]
+            assert (types.count("run_start"), types.count("finish"), types.count("tool_result")) == (1, 1, 1), types
+            runs = conn.execute("SELECT status FROM helix.runs WHERE session_id = %s", (sid,)).fetchall()
+            assert runs == [("completed",)], (sid, runs)
+
+
+def test_runs_waiting_for_approval_hold_no_slot(scale_database: str, procs: list[Proc]):
+    """Concurrency 2, five runs waiting for a person: a sixth session still runs to its end;
+    then the five are approved from another process and each finishes, once, on the queue."""
+    url = scale_database
+    procs.append(worker(url, "w1", concurrency=2))
+    procs[0].wait_for("worker w1 listening")
+    waiting = [f"wait-{i}" for i in range(5)]
+    with RunEnqueuer(url) as enqueuer:
+        runs = [enqueuer.enqueue("gated-agent", "publish it", session_id=sid) for sid in waiting]
+        parked(url, waiting)
+        assert enqueuer.status(runs[0]) == "PENDING"  # the waiter's status: the run is not over
+        sixth = enqueuer.result(enqueuer.enqueue("scale-agent", "sixth", session_id="sixth"), timeout=30)
+        assert sixth.status == "completed"
+        assert {enqueuer.status(run) for run in runs} == {"PENDING"}
+        for sid in waiting:
+            cli_run(url, "approve", sid, "pub", "--as", "ops")
+        results = [enqueuer.result(run, timeout=30) for run in runs]
+    assert [r.status for r in results] == ["completed"] * 5
+    completed_once(url, waiting)
+    with psycopg.connect(libpq_url(url)) as conn:
+        placed = conn.execute(
+            "SELECT name, queue_name, status, count(*) FROM dbos.workflow_status WHERE workflow_uuid LIKE 'helix:wait-%%'"
+            " GROUP BY 1, 2, 3 ORDER BY 1, 2 NULLS LAST").fetchall()
+    assert placed == [  # the runs and their continuations on the queue, the waiters off it
+        ("helix_agent_run", "agents", "SUCCESS", 10), ("helix_await_answers", None, "SUCCESS", 5),
+    ]
+
+
+def test_the_answer_reaches_the_run_on_another_worker(scale_database: str, procs: list[Proc]):
+    """w1 (one slot) parks a run, then takes a long one; the approval's continuation goes
+    to w2, the worker with a free slot."""
+    url = scale_database
+    first = worker(url, "w1", concurrency=1, work_seconds=6)
+    procs.append(first)
+    first.wait_for("worker w1 listening")
+    with RunEnqueuer(url) as enqueuer:
+        run = enqueuer.enqueue("gated-agent", "publish it", session_id="gated-1")
+        parked(url, ["gated-1"])
+        enqueuer.enqueue("scale-agent", "busy", session_id="busy-1")
+        until("SELECT count(*) FROM scaleout.intervals WHERE session_id = 'busy' AND pid = %s", (first.popen.pid,),
+              lambda n: n == 1, url, "w1 busy in a tool")
+        second = worker(url, "w2", concurrency=1)
+        procs.append(second)
+        second.wait_for("worker w2 listening")
+        cli_run(url, "approve", "gated-1", "pub")
+        assert enqueuer.result(run, timeout=30).status == "completed"
+    completed_once(url, ["gated-1"])
+    with psycopg.connect(libpq_url(url)) as conn:
+        ran_on = dict(conn.execute(
+            "SELECT workflow_uuid, executor_id FROM dbos.workflow_status WHERE workflow_uuid LIKE 'helix:gated-1:%'"))
+    assert ran_on == {
+        "helix:gated-1:run:1": "w1", "helix:gated-1:run:1:wait:1": "w1", "helix:gated-1:run:1:step:1": "w2",
+    }
+
+
+def test_answers_sent_while_no_worker_runs_complete_once_after_a_restart(scale_database: str, procs: list[Proc]):
+    """SIGKILL of the only worker while three runs wait; they are approved while no worker
+    runs; the restarted worker recovers the waiters and each run completes once."""
+    url = scale_database
+    victim = worker(url, "w1")
+    victim.wait_for("worker w1 listening")
+    waiting = [f"killed-{i}" for i in range(3)]
+    with RunEnqueuer(url) as enqueuer:
+        runs = [enqueuer.enqueue("gated-agent", "publish it", session_id=sid) for sid in waiting]
+        parked(url, waiting)
+        victim.popen.kill()
+        victim.popen.wait()
+        for sid in waiting:
+            cli_run(url, "approve", sid, "pub")
+        procs.append(worker(url, "w1"))
+        results = [enqueuer.result(run, timeout=30) for run in runs]
+    assert [r.status for r in results] == ["completed"] * 3
+    completed_once(url, waiting)
+
+
+def test_a_deadline_fires_while_the_run_holds_no_slot(scale_database: str, procs: list[Proc]):
+    """A parked run's approval times out while the worker's only slot runs another session:
+    the waiter, which holds no slot, times the call out and the run ends on the timeout path."""
+    url = scale_database
+    procs.append(worker(url, "w1", concurrency=1, work_seconds=4))
+    procs[0].wait_for("worker w1 listening")
+    with RunEnqueuer(url) as enqueuer:
+        run = enqueuer.enqueue("deadline-agent", "publish it", session_id="soon-1")
+        parked(url, ["soon-1"])
+        busy = enqueuer.enqueue("scale-agent", "busy", session_id="busy-1")
+        until("SELECT status FROM helix.pending_tool_calls WHERE session_id = 'soon-1'", (),
+              lambda status: status == "timed_out", url, "the call timed out")
+        with psycopg.connect(libpq_url(url)) as conn:
+            working = conn.execute("SELECT count(*) FROM scaleout.intervals WHERE session_id = 'busy'"
+                                   " AND ended IS NULL").fetchone()[0]
+        assert working == 1, "the deadline fired while the only slot ran another session"
+        assert enqueuer.result(run, timeout=30).status == "completed"
+        assert enqueuer.result(busy, timeout=30).status == "completed"
+    with psycopg.connect(libpq_url(url)) as conn:
+        tool = conn.execute("SELECT message FROM helix.messages WHERE session_id = 'soon-1'"
+                            " AND message->>'role' = 'tool' ORDER BY seq LIMIT 1").fetchone()[0]
+    assert "timed out" in json.dumps(tool).lower(), tool

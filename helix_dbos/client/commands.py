@@ -205,7 +205,9 @@ def answer(
         if isinstance(response, ClientToolResult):
             _validate_client_result(response, pending, log)
         accepted = writes.record_answer(conn, session_id, call_id, kind, message, answered_at=window.now)
-        if accepted:
+        if accepted and reads.workflow_exists(conn, pending.workflow_id):
+            # Before its waiter exists (the run still runs the step's other calls), the
+            # recorded answer is all it takes: the waiter's first look finds it.
             key = f"helix:{session_id}:{call_id}"
             workflows.send(conn, pending.workflow_id, message, answer_topic(pending.step), key)
     if accepted:
@@ -270,7 +272,9 @@ def abort(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str)
                 conn, session_id=row.id, run=row.run_count, status="aborted", error=reason,
                 stop_reason="aborted", event=AbortedEvent(reason=reason),
             )
-        workflows.cancel(run_workflow_id(row.id, row.run_count))
+            workflow_id = reads.run_workflow(conn, row.id, row.run_count)
+        if workflow_id is not None:
+            workflows.cancel(workflow_id)
     return aborted
 
 
@@ -283,7 +287,7 @@ def cancel(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str
     ended = abort(engine, workflows, session_id, reason)
     with engine.connect() as conn:
         status = require_session(conn, session_id).status
-    workflow_id = run_workflow_id(session_id, row.run_count)
+        workflow_id = reads.run_workflow(conn, session_id, row.run_count) or run_workflow_id(session_id, row.run_count)
     return RunControl(session_id=session_id, run=row.run_count, workflow_id=workflow_id, status=status, changed=ended)
 
 
@@ -295,9 +299,10 @@ def resumes_in_place(engine: sa.Engine, workflows: Workflows, session_id: str) -
     if asked anew."""
     with engine.connect() as conn:
         row = require_session(conn, session_id)
-    if row.status != SessionStatus.ABORTED or not row.run_count:
+        workflow_id = reads.run_workflow(conn, session_id, row.run_count)
+    if row.status != SessionStatus.ABORTED or workflow_id is None:
         return False
-    return workflows.status(run_workflow_id(session_id, row.run_count)) == "CANCELLED"
+    return workflows.status(workflow_id) == "CANCELLED"
 
 
 def resume_workflow(engine: sa.Engine, workflows: Workflows, session_id: str) -> RunControl:
@@ -307,7 +312,7 @@ def resume_workflow(engine: sa.Engine, workflows: Workflows, session_id: str) ->
     (store/sql/004), exactly as when ``dbos workflow resume`` does it."""
     with engine.connect() as conn:
         row = require_session(conn, session_id)
-    workflow_id = run_workflow_id(session_id, row.run_count) if row.run_count else None
+        workflow_id = reads.run_workflow(conn, session_id, row.run_count)
     workflow_status = workflows.status(workflow_id) if workflow_id else None
     if workflow_id is None or workflow_status not in RESUMABLE_WORKFLOW_STATUSES:
         raise HelixError(_not_resumable(row, workflow_status))

@@ -10,11 +10,13 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from dbos import DBOS, WorkflowStatusString
 from dbos import error as dbos_errors
 
+from helix_dbos.durable.requests import continued_by
 from helix_dbos.errors import HelixError, WorkflowContextError
 from helix_dbos.types import AgentResult
 
@@ -40,60 +42,91 @@ class AgentHandle:
     """DBOS's handle when workflow code started the run: its result is checkpointed."""
 
     def status(self) -> str | None:
-        """The DBOS workflow status (PENDING, SUCCESS, ERROR, CANCELLED, ...)."""
-        status = DBOS.get_workflow_status(self.workflow_id)
-        return status.status if status else None
+        """The DBOS status of the workflow that holds the run now (PENDING, SUCCESS, ERROR,
+        CANCELLED, ...): the run's own, or its waiter or continuation once it parked."""
+        return follow_run(self.workflow_id, _local_status, DBOS.retrieve_workflow)[1]
 
     def result(self, timeout: float | None = None, poll_interval: float = 0.02) -> AgentResult:
         """Wait for the run to end and return its result.
 
         A run this process started is awaited on its local task (no polling); its status
-        is still re-read every second, in case another process finishes it. Raises
+        is still re-read every second, in case another process finishes it. A run that
+        parked to wait for people is followed through its waiter and continuation. Raises
         ``TimeoutError`` after ``timeout`` seconds, and re-raises the helix error that
         refused the run (for example :class:`SessionBusyError`).
         """
         if DBOS.workflow_id is not None and DBOS.step_id is None:
             return self._durable_result()
         deadline = None if timeout is None else time.monotonic() + timeout
+        workflow_id, future = self.workflow_id, self._future
         while True:
-            if self._local_value_ready():
-                assert self._future is not None
-                return AgentResult.model_validate(self._future.result())
-            status = self.status()
-            if status in DONE_STATUSES:
-                return stored_result(self.session_id, status, DBOS.retrieve_workflow(self.workflow_id))
+            if _value_ready(future):
+                assert future is not None
+                ended: AgentResult | str = stored_value(self.session_id, future.result())
+            else:
+                status = _local_status(workflow_id)
+                ended = stored_result(self.session_id, status, DBOS.retrieve_workflow(workflow_id)) if status in DONE_STATUSES else ""
+            if isinstance(ended, AgentResult):
+                return ended
+            if ended:
+                workflow_id, future = ended, None  # the run parked: its waiter, then its continuation
+                continue
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"run {self.run} of session {self.session_id} still {status} after {timeout}s")
-            self._wait_a_little(deadline, poll_interval)
+            self._wait_a_little(future, deadline, poll_interval)
 
     def _durable_result(self) -> AgentResult:
         """In workflow code: DBOS records the run's result as a step of the caller, so a
-        recovered caller gets the same result without waiting again."""
+        recovered caller gets the same result without waiting again (and so each result
+        of a parked run's waiter and continuation)."""
         if self._workflow is None:
             raise WorkflowContextError(
                 "in workflow code, await a run through the handle that execute() or resume() returned there"
             )
         try:
             value = self._workflow.get_result()
+            while (next_id := continued_by(value)) is not None:
+                value = DBOS.get_result(next_id)
         except dbos_errors.DBOSAwaitedWorkflowCancelledError:
             return AgentResult(session_id=self.session_id, status="aborted", error="aborted", stop_reason=None)
         return AgentResult.model_validate(value)
 
-    def _local_value_ready(self) -> bool:
-        """The local task returned (DBOS stores the output and SUCCESS before that)."""
-        future = self._future
-        return future is not None and future.done() and not future.cancelled() and future.exception() is None
-
-    def _wait_a_little(self, deadline: float | None, poll_interval: float) -> None:
-        if self._future is None or self._future.done():
+    @staticmethod
+    def _wait_a_little(future: Future[Any] | None, deadline: float | None, poll_interval: float) -> None:
+        if future is None or future.done():
             time.sleep(poll_interval)
             return
         remaining = _STATUS_RECHECK_SECONDS if deadline is None else deadline - time.monotonic()
-        wait_futures([self._future], timeout=max(0.0, min(_STATUS_RECHECK_SECONDS, remaining)))
+        wait_futures([future], timeout=max(0.0, min(_STATUS_RECHECK_SECONDS, remaining)))
 
 
-def stored_result(session_id: str, status: str, workflow: Any) -> AgentResult:
-    """The result of an ended run from its DBOS workflow handle (``DBOS`` or ``DBOSClient``)."""
+def _value_ready(future: Future[Any] | None) -> bool:
+    """The local task returned (DBOS stores the output and SUCCESS before that)."""
+    return future is not None and future.done() and not future.cancelled() and future.exception() is None
+
+
+def _local_status(workflow_id: str) -> str | None:
+    status = DBOS.get_workflow_status(workflow_id)
+    return status.status if status else None
+
+
+def follow_run(
+    workflow_id: str, status_of: Callable[[str], str | None], retrieve: Callable[[str], Any]
+) -> tuple[str, str | None]:
+    """The workflow that holds a run now, and its DBOS status, starting from the run's
+    own workflow: a parked run's workflow ended SUCCESS naming its waiter, the waiter
+    names the continuation (``durable/workflow.py``)."""
+    status = status_of(workflow_id)
+    while status == WorkflowStatusString.SUCCESS.value and (
+        next_id := continued_by(retrieve(workflow_id).get_result())
+    ) is not None:
+        workflow_id, status = next_id, status_of(next_id)
+    return workflow_id, status
+
+
+def stored_result(session_id: str, status: str | None, workflow: Any) -> AgentResult | str:
+    """The result of an ended helix workflow from its DBOS handle (``DBOS`` or
+    ``DBOSClient``), or the id of the workflow that carries the run on (it parked)."""
     if status == WorkflowStatusString.CANCELLED.value:
         return AgentResult(session_id=session_id, status="aborted", error="aborted", stop_reason=None)
     try:
@@ -102,4 +135,10 @@ def stored_result(session_id: str, status: str, workflow: Any) -> AgentResult:
         raise
     except Exception as exc:
         return AgentResult(session_id=session_id, status="failed", error=f"{type(exc).__name__}: {exc}")
-    return AgentResult.model_validate(value)
+    return stored_value(session_id, value)
+
+
+def stored_value(session_id: str, value: Any) -> AgentResult | str:
+    """A helix workflow's output as a run's result, or the id of the workflow that carries the run on."""
+    next_id = continued_by(value)
+    return next_id if next_id is not None else AgentResult.model_validate(value)

@@ -198,19 +198,30 @@ class RunEnqueuer:
         return EnqueuedRun(request.session_id, request.run, workflow_id)
 
     def status(self, run: EnqueuedRun | str) -> str | None:
-        """The DBOS status of the run's workflow (ENQUEUED, PENDING, SUCCESS, ...)."""
-        return self.workflows.status(run if isinstance(run, str) else run.workflow_id)
+        """The DBOS status of the workflow that holds the run now (ENQUEUED, PENDING,
+        SUCCESS, ...): the run's own, or its waiter or continuation once it parked."""
+        from helix_dbos.client.handle import follow_run
+
+        workflow_id = run if isinstance(run, str) else run.workflow_id
+        return follow_run(workflow_id, self.workflows.status, self.workflows.client.retrieve_workflow)[1]
 
     def result(self, run: EnqueuedRun, timeout: float | None = None, poll_interval: float = 0.1) -> Any:
-        """Wait for the run to end; its :class:`AgentResult`."""
-        from helix_dbos.client.handle import DONE_STATUSES, stored_result
+        """Wait for the run to end (through its waiter and continuation, if it parked);
+        its :class:`AgentResult`."""
+        from helix_dbos.client.handle import DONE_STATUSES, follow_run, stored_result
+        from helix_dbos.types import AgentResult
 
         deadline = None if timeout is None else time.monotonic() + timeout
-        while (status := self.status(run)) not in DONE_STATUSES:
+        client = self.workflows.client
+        while True:
+            workflow_id, status = follow_run(run.workflow_id, self.workflows.status, client.retrieve_workflow)
+            if status in DONE_STATUSES:
+                ended = stored_result(run.session_id, status, client.retrieve_workflow(workflow_id))
+                if isinstance(ended, AgentResult):
+                    return ended
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"run {run.run} of session {run.session_id} still {status} after {timeout}s")
             time.sleep(poll_interval)
-        return stored_result(run.session_id, status, self.workflows.client.retrieve_workflow(run.workflow_id))
 
     def close(self) -> None:
         self.workflows.close()

@@ -21,7 +21,7 @@ from typing import Any
 from dbos import DBOS, SetWorkflowID
 
 from helix_dbos.durable.hooks import fire_hook
-from helix_dbos.durable.requests import RunRequest, run_workflow_id
+from helix_dbos.durable.requests import RunRequest, continued_by, run_workflow_id
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope, tool_result_events
 from helix_dbos.durable.step_events import StepEvents, live_events_written
@@ -109,7 +109,10 @@ def child_request(scope: RunScope, call: ParsedSubAgentCall) -> tuple[RunRequest
 async def _finish_child(item: Started, events: StepEvents) -> ToolResultMessage:
     call, request, handle = item
     try:
-        result = AgentResult.model_validate(await handle.get_result())
+        value = await handle.get_result()
+        while (next_id := continued_by(value)) is not None:  # the child parked: its waiter, its continuation
+            value = await DBOS.get_result_async(next_id)
+        result = AgentResult.model_validate(value)
     except Exception as exc:  # the child workflow failed or was cancelled
         status = "aborted" if "cancel" in str(exc).lower() else "failed"
         result = AgentResult(session_id=request.session_id, status=status, error=str(exc))

@@ -2,27 +2,28 @@
 
 Client-executed tools and calls that need approval are recorded as pending, each with
 ONE absolute deadline taken from the database's clock (``now() + timeout``) in the
-checkpointed suspend transaction. Then the step waits for all of them at once::
+checkpointed suspend transaction. The run then parks (``durable/parking.py``): its
+workflow ends and frees its queue slot, and a small waiter workflow of the step waits
+for all the calls at once::
 
-    suspend            -> WaitState (nothing settled yet; seconds to the first deadline)
-    loop: DBOS.recv(topic of the step, timeout = wait)  -> woken by an answer, or at a deadline
-          collect_answers (checkpointed transaction)    -> calls answered in time, calls timed out,
+    loop: collect_answers (checkpointed transaction)    -> calls answered in time, calls timed out,
                                                            seconds to the next deadline
+          DBOS.recv(topic of the step, timeout = wait)  -> woken by an answer, or at a deadline
 
-Every answer to a call of the step is sent on the step's one topic, so one ``recv`` wakes
-for any of them; ``collect_answers`` then reads the recorded answers (not the message)
-under the calls' row locks and times out, by the database's clock, each call whose
-deadline has passed, whatever its place in the step. An answer recorded after the
-deadline is ignored, whether or not a worker was alive at the deadline.
+Every answer to a call of the step is sent on the step's one topic to the waiter, so one
+``recv`` wakes for any of them; ``collect_answers`` then reads the recorded answers (not
+the message) under the calls' row locks and times out, by the database's clock, each
+call whose deadline has passed, whatever its place in the step. An answer recorded after
+the deadline is ignored, whether or not a worker was alive at the deadline; an answer
+recorded before the waiter began is found by its first collect.
 
 Why one loop rather than a ``recv`` per call: the sequence of DBOS operations it records
 depends only on checkpointed values (each ``recv``'s result and each collect's output), so
 a replay takes the same path; the waiting time is a duration computed by the database and
-checkpointed, so a worker's clock never decides a deadline. ``DBOS.reserve_step`` covers
-steps only, not ``recv``, so concurrent ``recv`` calls would get their ids in whatever
-order asyncio first runs them.
+checkpointed, so a worker's clock never decides a deadline.
 
-An approved call then runs as a tool step, the others become results.
+The run's continuation then settles the step: an approved call runs as a tool step, the
+others become results.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dbos import DBOS
 
 from helix_dbos.answers import answer_topic, outcome_error
 from helix_dbos.durable.hooks import fire_hook
-from helix_dbos.durable.requests import ToolOutcome
+from helix_dbos.durable.requests import ToolOutcome, waiter_workflow_id
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
 from helix_dbos.durable.step_events import live_events_written
@@ -77,17 +78,15 @@ def suspension_status(gates: Gates) -> SessionStatus:
     return SessionStatus.AWAITING_APPROVAL if "approval" in gates.values() else SessionStatus.AWAITING_CLIENT_TOOL
 
 
-async def suspend(
-    scope: RunScope, step_no: int, calls: list[ParsedToolCall], gates: Gates, state: Any
-) -> WaitState:
+async def suspend(scope: RunScope, step_no: int, calls: list[ParsedToolCall], gates: Gates, state: Any) -> None:
     """Record the waiting calls, their deadlines and the waiting status (one checkpointed
-    transaction); tell the hooks. Returns where the calls stand (none settled yet)."""
+    transaction); tell the hooks. The answers go to the step's waiter workflow."""
     rows = [_pending_row(scope, step_no, call, gates[call.id]) for call in calls]
     status = suspension_status(gates)
     req = scope.request
     runtime = current_runtime()
     await live_events_written()  # the step's tool_call events before its approval requests
-    waiting = await asyncio.to_thread(runtime.suspend, req.session_id, req.run, step_no, status, rows)
+    await asyncio.to_thread(runtime.suspend, req.session_id, req.run, step_no, status, rows)
     for row in rows:
         runtime.log.info(
             "client_tool.suspended", session_id=row["session_id"], run=row["run"], step=step_no,
@@ -96,25 +95,25 @@ async def suspend(
     await fire_hook(
         scope.agent.hooks, "on_agent_suspended", status.value, [c.id for c in calls], scope.hook_context(step_no, state)
     )
-    return WaitState.model_validate(waiting)
 
 
-async def wait_for_answers(
-    scope: RunScope, step_no: int, calls: list[ParsedToolCall], waiting: WaitState
-) -> list[dict[str, Any] | None]:
-    """Wait for every call at once, each until its own deadline; their answers in call
-    order (None for a call that timed out)."""
-    settled = dict(waiting.answers)
-    wait = waiting.wait
+async def wait_for_answers(session_id: str, run: int, step_no: int, call_ids: list[str]) -> list[dict[str, Any] | None] | None:
+    """Wait for every call at once, each until its own deadline (workflow code of the
+    waiter). Their answers in call order (None for a call that timed out), or None when
+    the run ended meanwhile (it was aborted before the waiter began)."""
+    settled: dict[str, dict[str, Any] | None] = {}
     topic = answer_topic(step_no)
     runtime = current_runtime()
-    while len(settled) < len(calls):
-        await DBOS.recv_async(topic, timeout_seconds=WAIT_FOREVER_SECONDS if wait is None else max(0.0, wait))
-        open_ids = [c.id for c in calls if c.id not in settled]
-        waiting = WaitState.model_validate(await asyncio.to_thread(runtime.collect_answers, scope.session_id, open_ids))
+    while True:
+        open_ids = [c for c in call_ids if c not in settled]
+        waiting = WaitState.model_validate(await asyncio.to_thread(runtime.collect_answers, session_id, run, open_ids))
+        if waiting.run_ended:
+            return None
         settled.update(waiting.answers)
-        wait = waiting.wait
-    return [settled[call.id] for call in calls]
+        if len(settled) == len(call_ids):
+            return [settled[c] for c in call_ids]
+        wait = WAIT_FOREVER_SECONDS if waiting.wait is None else max(0.0, waiting.wait)
+        await DBOS.recv_async(topic, timeout_seconds=wait)
 
 
 async def settle(
@@ -162,7 +161,7 @@ def _pending_row(scope: RunScope, step_no: int, call: ParsedToolCall, kind: str)
         "session_id": scope.session_id,
         "tool_call_id": call.id,
         "root_session_id": scope.root_session_id,
-        "workflow_id": scope.workflow_id,
+        "workflow_id": waiter_workflow_id(scope.session_id, scope.request.run, step_no),
         "run": scope.request.run,
         "step": step_no,
         "tool_name": call.name,

@@ -5,6 +5,11 @@ Per agent step::
     llm step  ->  plan (pure)  ->  phase 1: regular tools, parallel, one step each
               ->  phase 2: finishWith tools, in order  ->  sub-agents  ->  ONE commit transaction
 
+A step with calls that wait for people (approval, client tools) parks the run once its
+other phase-1 calls ran: ``run`` returns a :class:`ParkedStep` and the workflow ends; the
+run's continuation, a workflow of its own, takes the step up after the wait with the
+answers (``durable/workflow.py``).
+
 The commit is a plain transaction, not a DBOS step: it is idempotent on its own (a step
 this run committed already is recognized by its key and not written again, store/sql/009),
 so a replay calls it again harmlessly and gets the same answer.
@@ -29,7 +34,7 @@ from helix_dbos.durable import hitl
 from helix_dbos.durable.dispatch import run_children
 from helix_dbos.durable.hook_state import HookState
 from helix_dbos.durable.hooks import fire_hook
-from helix_dbos.durable.requests import RunStart, ToolOutcome
+from helix_dbos.durable.requests import ParkedStep, RunStart, ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import (
     RunScope,
@@ -46,7 +51,7 @@ from helix_dbos.durable.scope import (
     unknown_tool_message,
 )
 from helix_dbos.durable.steps import call_llm, llm_output
-from helix_dbos.durable.tool_phases import classify, run_tool_step, start_parallel
+from helix_dbos.durable.tool_phases import OnOutcome, classify, run_tool_step, start_parallel
 from helix_dbos.durable.step_events import StepEvents
 from helix_dbos.errors import HelixError
 from helix_dbos.events import StatePatchEvent, StepFinishEvent, StepStartEvent
@@ -71,6 +76,7 @@ from helix_dbos.types import (
     FINISH_TOOL_NAME,
     AgentResult,
     ErrorStepResult,
+    ParsedToolCall,
     Message,
     StepResult,
     TextStepResult,
@@ -111,16 +117,27 @@ class AgentLoop:
         self.last_usage = Usage()
         self.guard = RunawayGuard()
         self.first_step = 1
+        self.llm_checkpoints: list[dict[str, Any]] = []
+        self.queue: str | None = None
 
-    async def run(self, start: RunStart) -> AgentResult:
+    async def run(self, start: RunStart) -> AgentResult | ParkedStep:
+        """Run to the end of the run, or to a step that waits for people: then the
+        :class:`ParkedStep` the run's continuation takes up (``durable/workflow.py``)."""
+        parked = self.scope.request.parked
         self.step_count = start.step_count
         self.first_step = start.step_count + 1
+        self.queue = start.queue
+        if parked is not None:
+            self._restore(parked)
         self.messages, self.state = await asyncio.to_thread(
             current_runtime().load_run_context, self.scope.session_id, start.message_seq, start.step_count
         )
         while True:
             step_no = self.step_count + 1
-            out = await self._run_step(step_no)
+            out = await self._run_step(step_no, parked)
+            parked = None
+            if isinstance(out, ParkedStep):
+                return out
             interrupted = await self._commit(step_no, out)
             await self._after_commit(step_no, out)
             if out.terminal is not None:
@@ -130,23 +147,35 @@ class AgentLoop:
 
     # --- one step ---------------------------------------------------------------------
 
-    async def _run_step(self, step_no: int) -> StepOutput:
+    def _restore(self, parked: ParkedStep) -> None:
+        """Take up the run where it parked: its steps so far, their usage, its guard."""
+        self.first_step = parked.first_step
+        self.guard = parked.guard.model_copy(deep=True)
+        self.llm_checkpoints = list(parked.llm)
+        for checkpoint in parked.llm[:-1]:
+            self._count_llm(checkpoint)
+
+    async def _run_step(self, step_no: int, parked: ParkedStep | None) -> StepOutput | ParkedStep:
         """One step; its events reach the stream as they happen (``durable/step_events.py``):
         ``step_start`` now, the model's after the LLM step, a tool's when it ends, the rest
-        with the commit."""
+        with the commit. A continuation takes its parked step up after the model's call
+        and the calls that did not wait; the events of those are in the stream already."""
         out = StepOutput(events=StepEvents(self.scope.session_id, self.scope.request.run, step_no))
-        out.events.publish([("step_start", StepStartEvent(step=step_no))])
-        step_result, usage = await self._call_llm(step_no)
-        self.steps.append(step_result)
-        self.usage = self.usage + usage
-        self.last_usage = usage
+        emit = out.events.publish if parked is None else out.events.add
+        emit([("step_start", StepStartEvent(step=step_no))])
+        if parked is None:
+            step_result, usage = await self._call_llm(step_no)
+        else:
+            step_result, usage = self._count_llm(parked.llm[-1])
         plan = plan_step_processing(step_result, output_schema=self.agent.output_schema)
         out.usage_rows.append(llm_usage_row(self.agent.llm_config.model, usage, step_result))
         if plan.assistant_message_plan is not None:
             assistant = create_assistant_message(plan.assistant_message_plan)
             out.messages.append(assistant)
-            out.events.publish(assistant_events(assistant))
-        await self._run_tools(step_no, plan, out)
+            emit(assistant_events(assistant))
+        parking = await self._run_tools(step_no, plan, out, parked)
+        if parking is not None:
+            return parking
         out.terminal = await self._decide(step_result, plan, out)
         finish = StepFinishEvent(
             step=step_no, stop_reason=getattr(step_result, "stop_reason", None), usage=usage.model_dump(mode="json")
@@ -159,9 +188,22 @@ class AgentLoop:
         checkpoint = await DBOS.run_step_async(
             {"name": "llm"}, call_llm, self.agent.name, messages, self.scope.session_id, self.scope.request.run, step_no
         )
-        return llm_output(checkpoint)
+        self.llm_checkpoints.append(checkpoint)
+        return self._count_llm(checkpoint)
 
-    async def _run_tools(self, step_no: int, plan: StepProcessingPlan, out: StepOutput) -> None:
+    def _count_llm(self, checkpoint: dict[str, Any]) -> tuple[StepResult, Usage]:
+        """Count one of the run's model calls toward its budget and usage."""
+        step_result, usage = llm_output(checkpoint)
+        self.steps.append(step_result)
+        self.usage = self.usage + usage
+        self.last_usage = usage
+        return step_result, usage
+
+    async def _run_tools(
+        self, step_no: int, plan: StepProcessingPlan, out: StepOutput, parked: ParkedStep | None
+    ) -> ParkedStep | None:
+        """Run the step's tools and children into ``out``; or, when calls of the step wait
+        for people, run the others and return where the run parks."""
         scope = self.scope
 
         async def stream_outcome(outcome: ToolOutcome) -> None:
@@ -169,23 +211,9 @@ class AgentLoop:
 
         calls = classify(scope, plan.pending_tool_calls)
         base = StateTracker(self.state).get_state()  # one shared read-only view for every tool
-        gates = await hitl.gate(scope, step_no, calls.regular, base)
-        free = [c for c in calls.regular if c.id not in gates]
-        gated = [c for c in calls.regular if c.id in gates]
-        waiting = await hitl.suspend(scope, step_no, gated, gates, self.state) if gated else None
-        running = start_parallel(scope, step_no, free, base, stream_outcome)  # step ids fixed before any wait
-        answers = await hitl.wait_for_answers(scope, step_no, gated, waiting) if waiting is not None else []
-        phase1 = list(await running)
-        if gated:
-            reason = hitl.suspension_status(gates).value
-            await fire_hook(self.agent.hooks, "on_agent_resumed", reason, scope.hook_context(step_no, self.state))
-            settled = await hitl.settle(scope, step_no, gated, gates, answers, base, stream_outcome)
-            for outcome in settled:
-                await stream_outcome(outcome)  # the unexecuted ones: denied, timed out, answered by the client
-            phase1 += settled
-            out.resolved = [
-                ResolvedCall(tool_call_id=c.id, status="answered" if a else "timed_out") for c, a in zip(gated, answers)
-            ]
+        phase1 = await self._phase1(step_no, calls.regular, base, out, stream_outcome, parked)
+        if isinstance(phase1, ParkedStep):
+            return phase1
         order = {c.id: i for i, c in enumerate(calls.regular)}
         phase1.sort(key=lambda o: order[o.tool_call_id])
         phase1_writes = merge_step_writes([o.writes for o in phase1])
@@ -214,6 +242,42 @@ class AgentLoop:
             if outcome.executed:
                 out.usage_rows.append(tool_usage_row(outcome))
         out.events.add(tool_result_events(out.results))  # the results no tool or child streamed
+        return None
+
+    async def _phase1(
+        self, step_no: int, regular: list[ParsedToolCall], base: Any, out: StepOutput, stream_outcome: OnOutcome,
+        parked: ParkedStep | None,
+    ) -> list[ToolOutcome] | ParkedStep:
+        """Phase 1, the regular calls in parallel. At a step whose calls wait for people:
+        suspend them, run the others, and return where the run parks; its continuation
+        (``parked``) then settles them, from their answers."""
+        scope = self.scope
+        gates = await hitl.gate(scope, step_no, regular, base) if parked is None else parked.gates
+        gated = [c for c in regular if c.id in gates]
+        if parked is None:
+            if gated:
+                await hitl.suspend(scope, step_no, gated, gates, self.state)
+            free = [c for c in regular if c.id not in gates]
+            ran = list(await start_parallel(scope, step_no, free, base, stream_outcome))
+            return self._parking(step_no, gates, ran) if gated else ran
+        for outcome in parked.ran:
+            out.events.add(outcome_events(outcome))  # streamed before the run parked
+        answers = [parked.answers.get(c.id) for c in gated]
+        reason = hitl.suspension_status(gates).value
+        await fire_hook(self.agent.hooks, "on_agent_resumed", reason, scope.hook_context(step_no, self.state))
+        settled = await hitl.settle(scope, step_no, gated, gates, answers, base, stream_outcome)
+        for outcome in settled:
+            await stream_outcome(outcome)  # the unexecuted ones: denied, timed out, answered by the client
+        out.resolved = [
+            ResolvedCall(tool_call_id=c.id, status="answered" if a else "timed_out") for c, a in zip(gated, answers)
+        ]
+        return parked.ran + settled
+
+    def _parking(self, step_no: int, gates: hitl.Gates, ran: list[ToolOutcome]) -> ParkedStep:
+        return ParkedStep(
+            step=step_no, llm=self.llm_checkpoints, guard=self.guard, gates=gates, ran=ran,
+            first_step=self.first_step, queue=self.queue,
+        )
 
     # --- deciding how the step ends -----------------------------------------------------
 

@@ -40,7 +40,7 @@ from helix_dbos.store import reads, writes
 from helix_dbos.store.deltas import DeltaPublisher
 from helix_dbos.store.engine import create_statement_engine
 from helix_dbos.store.live_events import LiveEventWriter
-from helix_dbos.store.records import CommitOutcome, HookStateSave, RecordedOutcome, StepCommit
+from helix_dbos.store.records import CommitOutcome, HookStateSave, RecordedOutcome, StepCommit, WaitState
 from helix_dbos.store.transient import retry_transient
 from helix_dbos.subagents import sub_agents_of
 from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus, UserMessage
@@ -75,6 +75,11 @@ class AgentRuntime:
         transaction = datasource.transaction
         self.begin_run = transaction(name="helix_begin_run", isolation_level=_READ_COMMITTED)(self._begin_run)
         """``begin_run(request, initial_state) -> RunStart`` (as JSON): claim the session, add the input."""
+        self.continue_run = transaction(name="helix_continue_run", isolation_level=_READ_COMMITTED)(
+            self._continue_run
+        )
+        """``continue_run(request) -> RunStart`` (as JSON): check that the parked run still
+        holds its session at its parked step (``refused`` otherwise: it was aborted)."""
         self.claim_child = transaction(name="helix_claim_child", isolation_level=_READ_COMMITTED)(
             self._claim_child
         )
@@ -88,13 +93,14 @@ class AgentRuntime:
         self.fail_run = transaction(name="helix_fail_run", isolation_level=_READ_COMMITTED)(self._fail_run)
         """``fail_run(request, error) -> ended``: end a run that raised."""
         self.suspend = transaction(name="helix_suspend", isolation_level=_READ_COMMITTED)(self._suspend)
-        """``suspend(session_id, run, step, status, rows) -> WaitState`` (as JSON): record a
-        step's gated calls and their deadlines."""
+        """``suspend(session_id, run, step, status, rows)``: record a step's gated calls
+        and their deadlines."""
         self.collect_answers = transaction(name="helix_collect_answers", isolation_level=_READ_COMMITTED)(
             self._collect_answers
         )
-        """``collect_answers(session_id, tool_call_ids) -> WaitState`` (as JSON): the calls
-        answered in time or timed out, and how long until the next deadline."""
+        """``collect_answers(session_id, run, tool_call_ids) -> WaitState`` (as JSON): the
+        calls answered in time or timed out, how long until the next deadline, and whether
+        the run still holds the session."""
 
     # --- agents ---------------------------------------------------------------------------
 
@@ -135,7 +141,8 @@ class AgentRuntime:
 
     def _begin_run(self, request: RunRequest, initial_state: dict[str, Any]) -> dict[str, Any]:
         conn = self._connection()
-        if not reads.workflow_exists(conn, run_workflow_id(request.session_id, request.run)):
+        placement = reads.workflow_placement(conn, request.workflow_id)
+        if placement is None:
             raise ConfigurationError(
                 "helix's database is not DBOS's system database: helix keeps its tables next to DBOS's so that an"
                 " answer and the message that delivers it commit together. Give DBOS(config=...)"
@@ -169,10 +176,32 @@ class AgentRuntime:
             conn, sid, request.run, row["step_count"],
             [RunStartEvent(run=request.run, kind=request.kind, input=request.input)],
         )
-        start = RunStart(step_count=row["step_count"], message_seq=message_count, start_seq=row["event_seq"] + 1)
-        with self._began_lock:
-            self._began.add(run_workflow_id(sid, request.run))
+        start = RunStart(
+            step_count=row["step_count"], message_seq=message_count, start_seq=row["event_seq"] + 1,
+            queue=placement.queue,
+        )
+        self._mark_began(request.workflow_id)
         return start.model_dump(mode="json")
+
+    def _continue_run(self, request: RunRequest) -> dict[str, Any]:
+        parked = request.parked
+        assert parked is not None
+        row = writes.lock_session(self._connection(), request.session_id)
+        where = (request.run, parked.step - 1)
+        if row is None or row["status"] not in ACTIVE_STATUSES or (row["run_count"], row["step_count"]) != where:
+            now = "gone" if row is None else f"{row['status']} at run {row['run_count']}, step {row['step_count']}"
+            refused = (
+                f"run {request.run} of session {request.session_id!r} no longer waits at step {parked.step}"
+                f" (the session is {now}); its continuation changed nothing"
+            )
+            return RunStart(refused=refused).model_dump(mode="json")
+        self._mark_began(request.workflow_id)
+        start = RunStart(step_count=row["step_count"], message_seq=row["message_count"], queue=parked.queue)
+        return start.model_dump(mode="json")
+
+    def _mark_began(self, workflow_id: str) -> None:
+        with self._began_lock:
+            self._began.add(workflow_id)
 
     def _claim_child(self, request: RunRequest) -> str | None:
         assert request.parent_session_id is not None and request.parent_tool_call_id is not None
@@ -195,7 +224,7 @@ class AgentRuntime:
 
     def _suspend(
         self, session_id: str, run: int, step: int, status: SessionStatus, rows: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+    ) -> None:
         conn = self._connection()
         writes.insert_pending_calls(conn, rows)
         writes.set_status(conn, session_id, status)
@@ -206,10 +235,13 @@ class AgentRuntime:
             for row in rows
         ]
         writes.append_events(conn, session_id, run, step, events)
-        return writes.collect_answers(conn, session_id, [row["tool_call_id"] for row in rows]).model_dump(mode="json")
 
-    def _collect_answers(self, session_id: str, tool_call_ids: list[str]) -> dict[str, Any]:
-        return writes.collect_answers(self._connection(), session_id, tool_call_ids).model_dump(mode="json")
+    def _collect_answers(self, session_id: str, run: int, tool_call_ids: list[str]) -> dict[str, Any]:
+        conn = self._connection()
+        row = writes.lock_session(conn, session_id)
+        if row is None or row["run_count"] != run or row["status"] not in ACTIVE_STATUSES:
+            return WaitState(run_ended=True).model_dump(mode="json")
+        return writes.collect_answers(conn, session_id, tool_call_ids).model_dump(mode="json")
 
     # --- the step commit: a plain transaction, idempotent on its own (store/sql/009) --------
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helix_dbos.agents import AgentConfig
-from helix_dbos.durable.requests import RunRequest, ToolOutcome, run_workflow_id
+from helix_dbos.durable.requests import RunRequest, ToolOutcome
 from helix_dbos.durable.steps import ToolJob
 from helix_dbos.events import ErrorEvent, Event, FinishEvent, TextEvent, ToolCallEvent, ToolResultEvent, parse_event
 from helix_dbos.orchestration import StepProcessingPlan, create_tool_result_message
@@ -42,10 +42,6 @@ class RunScope:
     @property
     def session_id(self) -> str:
         return self.request.session_id
-
-    @property
-    def workflow_id(self) -> str:
-        return run_workflow_id(self.request.session_id, self.request.run)
 
     @property
     def root_session_id(self) -> str:

@@ -20,9 +20,11 @@ from helix_dbos.errors import DatabaseError, SchemaOutdatedError
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "sql"
 MIGRATION_LOCK_KEY = 7_346_117_201  # any fixed bigint; names the helix migration lock
-DBOS_HOOKS_VERSION = 4
-"""The migration that defines ``helix.install_dbos_hooks()``."""
-HOOK_TRIGGERS = ("helix_follow_status", "helix_refuse_pickled_message", "helix_refuse_pickled_run")
+DBOS_HOOKS_VERSIONS = (4, 10)
+"""The migrations that define ``helix.install_dbos_hooks()`` (the last one counts)."""
+HOOK_TRIGGERS = (
+    "helix_follow_status", "helix_follow_new_workflow", "helix_refuse_pickled_message", "helix_refuse_pickled_run"
+)
 _FILE_PATTERN = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 
 
@@ -60,7 +62,7 @@ def migrate(database_url: str, migrations: list[Migration] | None = None) -> lis
             conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
             try:
                 applied = _apply_pending(conn, pending)
-                if any(m.version == DBOS_HOOKS_VERSION for m in pending):
+                if any(m.version in DBOS_HOOKS_VERSIONS for m in pending):
                     conn.execute("SELECT helix.install_dbos_hooks()")
                 return applied
             finally:

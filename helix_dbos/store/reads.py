@@ -23,6 +23,7 @@ from helix_dbos.store.records import (
     SessionRecord,
     TranscriptEntry,
     UsageSummary,
+    WorkflowPlacement,
 )
 from helix_dbos.types import Message, MessageAdapter
 
@@ -149,11 +150,30 @@ def list_runs(conn: sa.Connection, session_id: str) -> list[RunRecord]:
     return [RunRecord.model_validate(dict(r)) for r in rows]
 
 
+def run_workflow(conn: sa.Connection, session_id: str, run: int) -> str | None:
+    """The DBOS workflow that holds run ``run`` of a session now: the run's own, or, once
+    it parked, its waiter or its continuation (store/sql/010); None for no such run."""
+    return conn.execute(
+        sa.text("SELECT workflow_id FROM helix.runs WHERE session_id = :id AND run = :run"),
+        {"id": session_id, "run": run},
+    ).scalar_one_or_none()
+
+
 def workflow_exists(conn: sa.Connection, workflow_id: str) -> bool:
     """Whether DBOS's system tables in this database know the workflow."""
     return dbos_schema_exists(conn) and conn.execute(
         sa.text("SELECT EXISTS (SELECT 1 FROM dbos.workflow_status WHERE workflow_uuid = :w)"), {"w": workflow_id}
     ).scalar_one()
+
+
+def workflow_placement(conn: sa.Connection, workflow_id: str) -> WorkflowPlacement | None:
+    """Where DBOS placed the workflow (its queue), or None when DBOS does not know it."""
+    if not dbos_schema_exists(conn):
+        return None
+    row = conn.execute(
+        sa.text("SELECT queue_name FROM dbos.workflow_status WHERE workflow_uuid = :w"), {"w": workflow_id}
+    ).first()
+    return None if row is None else WorkflowPlacement(queue=row.queue_name)
 
 
 def dbos_schema_exists(conn: sa.Connection) -> bool:

@@ -51,6 +51,12 @@ class RunRecord(BaseModel):
         )
 
 
+class WorkflowPlacement(BaseModel):
+    """Where DBOS placed a workflow."""
+
+    queue: str | None = None
+
+
 class PendingToolCall(BaseModel):
     """A tool call waiting for a person's approval or a client's result."""
 
@@ -95,6 +101,8 @@ class WaitState(BaseModel):
 
     answers: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
     wait: float | None = None
+    run_ended: bool = False
+    """The run no longer holds its session (it was aborted): nothing is left to wait for."""
 
 
 class EventRecord(BaseModel):

@@ -79,11 +79,17 @@ def tree_sizes(conn: sa.Connection, roots: list[str]) -> int:
 
 
 def tree_workflow_ids(conn: sa.Connection, roots: list[str]) -> list[str]:
-    """The DBOS workflow ids of every run of every session in the trees of ``roots``."""
+    """The DBOS workflow ids of every run of every session in the trees of ``roots``: each
+    run's own, and the waiter and continuation of each step at which it parked."""
     rows = conn.execute(
         sa.text(
-            "SELECT u.workflow_id FROM helix.runs u JOIN helix.sessions s ON s.id = u.session_id"
-            " WHERE s.root_session_id = ANY (:roots) ORDER BY u.workflow_id"
+            "WITH tree AS (SELECT id FROM helix.sessions WHERE root_session_id = ANY (:roots)),"
+            " parked AS (SELECT DISTINCT p.session_id, p.run, p.step, p.workflow_id FROM helix.pending_tool_calls p"
+            "             WHERE p.session_id IN (SELECT id FROM tree))"
+            " SELECT 'helix:' || u.session_id || ':run:' || u.run FROM helix.runs u WHERE u.session_id IN (SELECT id FROM tree)"
+            " UNION SELECT workflow_id FROM parked"
+            " UNION SELECT 'helix:' || session_id || ':run:' || run || ':step:' || step FROM parked"
+            " ORDER BY 1"
         ),
         {"roots": roots},
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dbos import DBOSClient
+from dbos import DBOS, DBOSClient
 from pydantic import BaseModel
 
 from helix_dbos import ToolContext, define_agent, define_tool
@@ -62,7 +62,17 @@ def waiting_run(executor: Any, ledger: Ledger) -> Any:
     use_model(executor, calls(call("r1", "refund", {"amount": 7})), text("refunded"))
     handle = executor.execute(agent, "refund 7")
     wait_for(lambda: session_status(executor, handle.session_id) == "awaiting_approval", what="the approval wait")
+    waiter = f"{handle.workflow_id}:wait:1"
+    wait_for(lambda: executor.get_current_run(handle.session_id).workflow_id == waiter, what="the step's waiter")
     return handle
+
+
+def waiter_of(executor: Any, handle: Any) -> str:
+    """The workflow that holds a run waiting for an approval: its step's waiter (the run's
+    own workflow ended when it parked). helix's current run names it."""
+    workflow_id = executor.get_current_run(handle.session_id).workflow_id
+    assert workflow_id == f"{handle.workflow_id}:wait:1"
+    return workflow_id
 
 
 def pending_status(executor: Any, session_id: str) -> str:
@@ -72,15 +82,16 @@ def pending_status(executor: Any, session_id: str) -> str:
 def test_dbos_cancel_aborts_the_session_and_dbos_resume_brings_it_back(executor: Any) -> None:
     ledger = Ledger()
     handle = waiting_run(executor, ledger)
+    waiter = waiter_of(executor, handle)
 
-    dbos(executor, "cancel", handle.workflow_id)
+    dbos(executor, "cancel", waiter)
     assert session_status(executor, handle.session_id) == "aborted"
     assert pending_status(executor, handle.session_id) == "cancelled"
     assert [r.status for r in executor.list_runs(handle.session_id)] == ["aborted"]
     refused = cli(executor, "approve", handle.session_id, "r1", expect=1)
     assert "was cancelled with its run" in refused.stderr
 
-    dbos(executor, "resume", handle.workflow_id)
+    dbos(executor, "resume", waiter)
     assert session_status(executor, handle.session_id) == "awaiting_approval"
     assert pending_status(executor, handle.session_id) == "pending"
     run = executor.get_current_run(handle.session_id)
@@ -98,12 +109,14 @@ def test_dbos_cancel_aborts_the_session_and_dbos_resume_brings_it_back(executor:
 def test_helix_cancel_then_dbos_resume_continues_the_run(executor: Any) -> None:
     ledger = Ledger()
     handle = waiting_run(executor, ledger)
+    waiter = waiter_of(executor, handle)
 
     cli(executor, "cancel", handle.session_id, "--reason", "wrong customer")
     assert session_status(executor, handle.session_id) == "aborted"
     assert executor.get_current_run(handle.session_id).error == "wrong customer"
+    assert DBOS.get_workflow_status(waiter).status == "CANCELLED"
 
-    dbos(executor, "resume", handle.workflow_id)
+    dbos(executor, "resume", waiter)
     assert session_status(executor, handle.session_id) == "awaiting_approval"
     cli(executor, "approve", handle.session_id, "r1")
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
@@ -114,7 +127,7 @@ def test_helix_cancel_then_dbos_resume_continues_the_run(executor: Any) -> None:
 def test_helix_resume_of_a_dbos_cancelled_run(executor: Any) -> None:
     ledger = Ledger()
     handle = waiting_run(executor, ledger)
-    dbos(executor, "cancel", handle.workflow_id)
+    dbos(executor, "cancel", waiter_of(executor, handle))
 
     resumed = json.loads(cli(executor, "resume", handle.session_id, "--json").stdout)
     assert resumed["status"] == "awaiting_approval"

@@ -7,8 +7,14 @@ from typing import Any
 import pytest
 from dbos import DBOS, SetWorkflowID
 
-from helix_dbos import MockLLMAdapter, WorkflowContextError, define_agent
-from runtime_testkit import RESULT_TIMEOUT, rows, text, unique
+from pydantic import BaseModel
+
+from helix_dbos import ApprovalResponse, MockLLMAdapter, WorkflowContextError, define_agent, define_tool
+from runtime_testkit import RESULT_TIMEOUT, call, calls, rows, text, unique, wait_for
+
+class Text(BaseModel):
+    text: str
+
 
 HOLDER: dict[str, Any] = {}
 """The test's executor and agent, for the workflows below (registered at import, before launch)."""
@@ -26,6 +32,12 @@ def greet_twice(name: str) -> list[Any]:
 def continue_session(session_id: str) -> Any:
     executor, agent = HOLDER["executor"], HOLDER["agent"]
     return executor.execute(agent, "again", session_id=session_id).result().output
+
+
+@DBOS.workflow()
+def publish_with_approval() -> Any:
+    executor, agent = HOLDER["executor"], HOLDER["gated"]
+    return executor.execute(agent, "publish").result().model_dump(mode="json")
 
 
 @DBOS.step()
@@ -81,3 +93,26 @@ def test_a_workflow_continues_a_given_session_as_a_new_turn(executor: Any, greet
 def test_starting_a_run_inside_a_step_is_a_clear_error(executor: Any, greeter: Any) -> None:
     message = DBOS.start_workflow(misuse).get_result()
     assert "cannot be started or awaited inside a DBOS step" in message
+
+
+def test_a_workflow_awaits_a_run_that_parked_for_an_approval(executor: Any, greeter: Any) -> None:
+    """The run parks at its approval (its workflow ends); the caller's result follows it
+    through the waiter and the continuation, each one recorded step of the caller."""
+    publish = define_tool("publish", "Publish.", Text, lambda args, ctx: {"published": args.text}, require_approval=True)
+    gated = define_agent(unique("embedded-gated"), system_prompt="x", tools=[publish])
+    executor.register(gated)
+    HOLDER["gated"] = gated
+    executor.llm = MockLLMAdapter(
+        lambda messages, tools: text("published") if messages[-1].role == "tool" else calls(call("p1", "publish", {"text": "hi"}))
+    )
+    workflow_id = unique("embedded-approval")
+    with SetWorkflowID(workflow_id):
+        caller = DBOS.start_workflow(publish_with_approval)
+    session_id = f"{workflow_id}-agent-1"
+    wait_for(lambda: executor.list_pending(session_id), what="the approval request")
+    executor.submit_tool_result(session_id, ApprovalResponse(tool_call_id="p1", approved=True))
+
+    result = caller.get_result()
+    assert (result["status"], result["output"]) == ("completed", "published")
+    steps = [s["function_name"] for s in DBOS.list_workflow_steps(workflow_id)]
+    assert steps == ["helix_plan_run", "helix_agent_run"] + ["DBOS.getResult"] * 3

@@ -12,6 +12,7 @@ import json
 import threading
 from typing import Any
 
+from dbos import DBOS
 from pydantic import BaseModel
 
 from helix_dbos import AgentHooks, ToolContext, define_agent, define_tool
@@ -182,7 +183,8 @@ def test_an_unanswered_call_times_out_into_an_error_result(executor: Any) -> Non
 
 def test_an_approval_sent_before_the_run_waits_for_it_is_received(executor: Any) -> None:
     """Force the order: the pending row is committed, then the suspension hook holds the
-    run BEFORE it calls ``DBOS.recv``; the approval is sent in that window."""
+    run BEFORE its waiter exists; the approval is given in that window. It is recorded
+    (there is no workflow to send it to yet) and the waiter's first look finds it."""
     ledger = Ledger()
     suspended, release = threading.Event(), threading.Event()
 
@@ -195,27 +197,24 @@ def test_an_approval_sent_before_the_run_waits_for_it_is_received(executor: Any)
     )
     use_model(executor, calls(refund("g1", 7)), text("done"))
     handle = executor.execute(agent, "refund A-7")
+    waiter = f"{handle.workflow_id}:wait:1"
     try:
         assert suspended.wait(RESULT_TIMEOUT), "the run never suspended"
         assert [p.tool_call_id for p in executor.list_pending(handle.session_id)] == ["g1"]
 
         cli(executor, "approve", handle.session_id, "g1")
 
-        # The message waits in DBOS for a receiver that has not asked yet.
-        assert notifications(executor, handle.workflow_id) == [{"topic": "helix.answers.step.1", "consumed": False}]
-        recvs = rows(
-            executor,
-            "SELECT function_name FROM dbos.operation_outputs WHERE workflow_uuid = :wf AND function_name = 'DBOS.recv'",
-            wf=handle.workflow_id,
-        )
-        assert recvs == []
+        assert DBOS.get_workflow_status(waiter) is None
+        assert notifications(executor, waiter) == []
+        assert [a["tool_call_id"] for a in answers(executor, handle.session_id)] == ["g1"]
         assert session_status(executor, handle.session_id) == "awaiting_approval"
         assert ledger.ran == []
     finally:
         release.set()
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     assert ledger.ran == [7]
-    assert notifications(executor, handle.workflow_id) == [{"topic": "helix.answers.step.1", "consumed": True}]
+    steps = [s["function_name"] for s in DBOS.list_workflow_steps(waiter)]
+    assert steps == ["helix_collect_answers", "helix_agent_run"]  # found at once: no recv
 
 
 def notifications(executor: Any, workflow_id: str) -> list[dict[str, Any]]:

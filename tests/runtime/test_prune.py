@@ -95,6 +95,7 @@ def test_prune_removes_old_finished_trees_with_their_workflows_and_nothing_live(
     use_model(executor, calls(call("r1", "refund")), text("refunded"))
     waiting = executor.execute(define_agent(unique("waiting"), tools=[refund]), "go")
     wait_for(lambda: executor.list_pending(waiting.session_id), what="the approval request")
+    wait_for(lambda: executor.get_current_run(waiting.session_id).workflow_id.endswith(":wait:1"), what="the run parked")
     cutoff = now(executor)
     recent = finished_session(executor)
     kept = [live.session_id, sub(live.session_id, "b1"), waiting.session_id, recent]
@@ -119,6 +120,9 @@ def test_prune_removes_old_finished_trees_with_their_workflows_and_nothing_live(
     assert live.result(timeout=RESULT_TIMEOUT).status == "completed"
     executor.submit_tool_result(waiting.session_id, ApprovalResponse(tool_call_id="r1", approved=True))
     assert waiting.result(timeout=RESULT_TIMEOUT).status == "completed"
+    assert footprint(executor, waiting.session_id)["workflows"] == 3  # the run, its waiter, its continuation
+    assert waiting.session_id in admin.prune(executor.database_url, now(executor)).roots
+    assert set(footprint(executor, waiting.session_id).values()) == {0}
 
 
 def test_prune_works_in_batches_and_keeps_interrupted_sessions(executor):

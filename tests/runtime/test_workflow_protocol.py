@@ -78,19 +78,21 @@ def test_error_step_without_should_stop_asks_the_model_again(executor: Any) -> N
     ]
 
 
-def test_approval_run_records_suspend_recv_and_the_approved_tool(executor: Any) -> None:
+def test_approval_run_parks_and_its_waiter_starts_the_continuation(executor: Any) -> None:
     gated = define_tool("lookup", "Look up.", Query, _lookup, require_approval=True)
     use_model(executor, calls(call("a1", "lookup", {"q": "x"})), text("done"))
     config = define_agent(unique("proto-approval"), system_prompt="s", tools=[gated])
     handle = executor.execute(config, "go")
-    wait_for(lambda: executor.list_pending(handle.session_id), timeout=RESULT_TIMEOUT, what="the pending call")
+    run, waiter, continuation = (f"{handle.workflow_id}{suffix}" for suffix in ("", ":wait:1", ":step:1"))
+    # recv records its deadline (DBOS.sleep) when it starts waiting
+    wait_for(lambda: "DBOS.sleep" in recorded_steps(waiter), timeout=RESULT_TIMEOUT, what="the waiter's recv")
     executor.submit_tool_result(handle.session_id, ApprovalResponse(tool_call_id="a1", approved=True))
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
-    assert recorded_steps(handle.workflow_id) == [
-        "helix_begin_run",
-        "llm", "helix_suspend", "DBOS.recv", "DBOS.sleep", "helix_collect_answers", "tool:lookup",
-        "llm",
+    assert recorded_steps(run) == ["helix_begin_run", "llm", "helix_suspend", "helix_await_answers"]
+    assert recorded_steps(waiter) == [
+        "helix_collect_answers", "DBOS.recv", "DBOS.sleep", "helix_collect_answers", "helix_agent_run",
     ]
+    assert recorded_steps(continuation) == ["helix_continue_run", "tool:lookup", "llm"]
 
 
 def test_sub_agent_run_records_the_child_workflow(executor: Any) -> None:

@@ -9,6 +9,8 @@ calls ``__finish__``. The model is keyed on the transcript, so a recovered run a
 as the killed one would have.
 
 ``gated-agent``: step 1 calls ``publish``, which needs approval; step 2 finishes.
+``deadline-agent``: the same with ``publish_soon``, whose approval times out after
+``$HELIX_SCALEOUT_APPROVAL_TIMEOUT`` seconds (default 1.5).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from helix_dbos.types import AssistantMessage, Message, ToolCallsStepResult, Too
 
 URL = os.environ["HELIX_SCALEOUT_URL"]
 WORK_SECONDS = float(os.environ.get("HELIX_SCALEOUT_WORK_SECONDS", "0.3"))
+APPROVAL_TIMEOUT = float(os.environ.get("HELIX_SCALEOUT_APPROVAL_TIMEOUT", "1.5"))
 
 
 
@@ -53,20 +56,28 @@ def publish(text: str) -> dict:
     return {"published": text, "pid": os.getpid()}
 
 
+@tool(require_approval=True, approval_timeout=APPROVAL_TIMEOUT)
+def publish_soon(text: str) -> dict:
+    """Publish a text (needs approval, soon)."""
+    return {"published": text, "pid": os.getpid()}
+
+
 def respond(messages: list[Message], tools: list[ToolSpec]) -> ToolCallsStepResult:
     step = sum(isinstance(m, AssistantMessage) for m in messages) + 1
     names = {t.name for t in tools}
     if step > 1:
         return ToolCallsStepResult(tool_calls=[{"id": "fin", "name": "__finish__", "arguments": {"ok": True}}])
-    if "publish" in names:
-        return ToolCallsStepResult(tool_calls=[{"id": "pub", "name": "publish", "arguments": {"text": "hello"}}])
+    for gated in ("publish", "publish_soon"):
+        if gated in names:
+            return ToolCallsStepResult(tool_calls=[{"id": "pub", "name": gated, "arguments": {"text": "hello"}}])
     session = str(messages[-1].content)
     return ToolCallsStepResult(tool_calls=[{"id": "w", "name": "work", "arguments": {"session": session}}])
 
 
 scale_agent = define_agent(name="scale-agent", system_prompt="Work.", tools=[work], output_schema=Done)
 gated_agent = define_agent(name="gated-agent", system_prompt="Publish.", tools=[publish], output_schema=Done)
+deadline_agent = define_agent(name="deadline-agent", system_prompt="Publish.", tools=[publish_soon], output_schema=Done)
 
 DBOS(config=dbos_config(URL, name="helix-scaleout", notification_listener_polling_interval_sec=0.01))
 executor = DBOSAgentExecutor(llm=MockLLMAdapter(responder=respond, delay_seconds=0.01), database_url=URL)
-executor.register(scale_agent, gated_agent)
+executor.register(scale_agent, gated_agent, deadline_agent)
