@@ -43,7 +43,8 @@ from helix_dbos.orchestration.stop_conditions import (
 from helix_dbos.orchestration.validation import to_json_value
 from helix_dbos.text import find_unstorable
 from helix_dbos.tools import TOOL_NAME_PATTERN, AgentDefinitionError, Tool, is_positive_seconds
-from helix_dbos.types import FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, LLMConfig, ToolSpec
+from helix_dbos.companions import PersistentAgent, companion_tools
+from helix_dbos.types import COMPANION_TOOL_PREFIX, FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, LLMConfig, ToolSpec
 
 FINISH_TOOL_DESCRIPTION = (
     "Complete the task by returning your final output. "
@@ -127,6 +128,8 @@ class AgentConfig:
     hooks: AgentHooks
     tool_timeout: float | None = None
     """Seconds each executed tool call may run, for tools without their own ``timeout``."""
+    persistent_agents: tuple[PersistentAgent, ...] = ()
+    """The companions this agent may spawn (``helix_dbos.companions``)."""
     finish_tool: Tool | None = field(init=False)
     """The injected ``__finish__`` tool: present when there is an ``output_schema`` and no
     finish_with tool."""
@@ -143,6 +146,7 @@ class AgentConfig:
                 strict=self.llm_config.strict_output,
             )
         object.__setattr__(self, "finish_tool", finish_tool)
+        object.__setattr__(self, "companion_tools", companion_tools(self.persistent_agents))
 
     @property
     def finish_with_tools(self) -> list[Tool]:
@@ -156,9 +160,17 @@ class AgentConfig:
             return self.finish_with_tools[0].name
         return self.finish_tool.name if self.finish_tool else None
 
+    companion_tools: tuple[Tool, ...] = field(init=False)
+    """The injected companion tools (none without ``persistent_agents``)."""
+
     def all_tools(self) -> list[Tool]:
-        """The tools offered to the model, in definition order, ``__finish__`` last."""
-        return [*self.tools, *([self.finish_tool] if self.finish_tool else [])]
+        """The tools offered to the model, in definition order, then the companion tools,
+        ``__finish__`` last."""
+        return [*self.tools, *self.companion_tools, *([self.finish_tool] if self.finish_tool else [])]
+
+    def persistent_agent(self, agent_type: str) -> PersistentAgent | None:
+        """The persistent agent of type ``agent_type``, or None."""
+        return next((p for p in self.persistent_agents if p.agent_type == agent_type), None)
 
     def tool_specs(self) -> list[ToolSpec]:
         return [tool.spec() for tool in self.all_tools()]
@@ -199,6 +211,7 @@ def define_agent(
     max_tool_concurrency: int = 5,
     hooks: AgentHooks | None = None,
     tool_timeout: float | None = None,
+    persistent_agents: Sequence[PersistentAgent] = (),
 ) -> AgentConfig:
     """Define an agent.
 
@@ -209,6 +222,8 @@ def define_agent(
     - ``llm_config``: an :class:`LLMConfig`, a dict of its fields, or a litellm model string.
     - ``stop_when``: one stop condition or a list, OR-ed with ``max_steps``.
     - ``tool_timeout``: seconds a tool call may run when its tool sets no ``timeout``.
+    - ``persistent_agents``: companions the model may spawn and talk to again
+      (:func:`~helix_dbos.companions.persistent_agent`); injects the ``companion__`` tools.
 
     Raises :class:`AgentDefinitionError` for bad names, duplicate or reserved tool names,
     non-pydantic schemas, a state schema without defaults, and bad limits.
@@ -225,6 +240,7 @@ def define_agent(
         max_tool_concurrency=max_tool_concurrency,
         hooks=hooks if hooks is not None else AgentHooks(),
         tool_timeout=tool_timeout,
+        persistent_agents=tuple(persistent_agents),
     )
 
 
@@ -264,6 +280,17 @@ def _validate_agent(agent: AgentConfig) -> None:
         fail("stop_when must be a stop condition or a list of them")
     if not isinstance(agent.hooks, AgentHooks):
         fail("hooks must be an AgentHooks")
+    _validate_persistent_agents(agent.persistent_agents, fail)
+
+
+def _validate_persistent_agents(persistent: Sequence[Any], fail: Callable[[str], NoReturn]) -> None:
+    seen: set[str] = set()
+    for entry in persistent:
+        if not isinstance(entry, PersistentAgent) or not isinstance(entry.agent, AgentConfig):
+            fail(f"{entry!r} is not a persistent agent (make it with persistent_agent(agent, mode))")
+        if entry.agent_type in seen:
+            fail(f"duplicate persistent agent type '{entry.agent_type}'")
+        seen.add(entry.agent_type)
 
 
 def _validate_tools(tools: Sequence[Any], fail: Callable[[str], NoReturn]) -> None:
@@ -275,6 +302,8 @@ def _validate_tools(tools: Sequence[Any], fail: Callable[[str], NoReturn]) -> No
             fail(f"the tool name '{FINISH_TOOL_NAME}' is reserved for the framework")
         if tool.name.startswith(SUB_AGENT_TOOL_PREFIX) and not tool.is_sub_agent:
             fail(f"names starting with '{SUB_AGENT_TOOL_PREFIX}' are reserved for sub-agent tools")
+        if tool.name.startswith(COMPANION_TOOL_PREFIX):
+            fail(f"names starting with '{COMPANION_TOOL_PREFIX}' are reserved for the companion tools")
         if tool.name in seen:
             fail(f"duplicate tool name '{tool.name}'")
         seen.add(tool.name)

@@ -41,17 +41,23 @@ class SubAgentSpec:
 
     def child_input(self, arguments: BaseModel) -> str:
         """The child's first user message for validated ``arguments``."""
-        if self.input_mapper is not None:
-            mapped = self.input_mapper(arguments)
-        elif isinstance(arguments, SubAgentInput):
-            mapped = arguments.input
-        else:
-            mapped = arguments.model_dump(mode="json")
-        if isinstance(mapped, str):
-            return mapped
-        if isinstance(mapped, BaseModel):
-            return mapped.model_dump_json()
-        return json.dumps(mapped, separators=(",", ":"))
+        return mapped_input(arguments, self.input_mapper)
+
+
+def mapped_input(arguments: BaseModel, input_mapper: Callable[[Any], Any] | None) -> str:
+    """A child's first user message: what ``input_mapper`` makes of the validated
+    ``arguments``, else the ``input`` of :class:`SubAgentInput`, else the arguments as JSON."""
+    if input_mapper is not None:
+        mapped = input_mapper(arguments)
+    elif isinstance(arguments, SubAgentInput):
+        mapped = arguments.input
+    else:
+        mapped = arguments.model_dump(mode="json")
+    if isinstance(mapped, str):
+        return mapped
+    if isinstance(mapped, BaseModel):
+        return mapped.model_dump_json()
+    return json.dumps(mapped, separators=(",", ":"))
 
 
 def create_sub_agent_tool(
@@ -78,13 +84,16 @@ def child_session_id(parent_session_id: str, tool_call_id: str) -> str:
 
 
 def sub_agents_of(agent: AgentConfig) -> list[AgentConfig]:
-    """The agents reachable from ``agent``'s sub-agent tools, nearest first, each once."""
+    """The agents reachable from ``agent``'s sub-agent tools and persistent agents,
+    nearest first, each once."""
     found: dict[str, AgentConfig] = {}
     pending = [agent]
     while pending:
         current = pending.pop(0)
-        for tool in current.tools:
-            if isinstance(tool.sub_agent, SubAgentSpec) and tool.sub_agent.agent.name not in found:
-                found[tool.sub_agent.agent.name] = tool.sub_agent.agent
-                pending.append(tool.sub_agent.agent)
+        children = [t.sub_agent.agent for t in current.tools if isinstance(t.sub_agent, SubAgentSpec)]
+        children += [p.agent for p in current.persistent_agents]
+        for child in children:
+            if child.name not in found:
+                found[child.name] = child
+                pending.append(child)
     return list(found.values())

@@ -275,6 +275,8 @@ class Tool:
     timeout: float | None = None
     """Seconds a call may run before it becomes a timeout error (None: the agent's ``tool_timeout``)."""
     sub_agent: Any = None
+    companion: bool = False
+    """One of the companion tools injected for ``persistent_agents`` (``helix_dbos.companions``)."""
 
     def __post_init__(self) -> None:
         _validate_tool(self)
@@ -385,7 +387,7 @@ def _validate_tool(tool: Tool) -> None:
         fail("input_schema must be a pydantic model class")
     if tool.output_schema is not None and not _is_model_class(tool.output_schema):
         fail("output_schema must be a pydantic model class")
-    if tool.execute is None and tool.sub_agent is None and not tool.is_finish:
+    if tool.execute is None and tool.sub_agent is None and not tool.is_finish and not tool.companion:
         fail("execute is required: a function (input, ctx) -> output, or 'client'")
     if callable(tool.execute) and not _accepts_two_positional(tool.execute):
         fail("execute must accept two positional arguments (input, ctx)")

@@ -31,6 +31,7 @@ StopReason = Literal[
 """Why the model stopped generating (seed 000). Error reasons make a run fail."""
 
 SUB_AGENT_TOOL_PREFIX = "subagent__"
+COMPANION_TOOL_PREFIX = "companion__"
 FINISH_TOOL_NAME = "__finish__"
 
 

@@ -367,7 +367,7 @@ def _print_session(detail: Any) -> None:
     )
     if detail.children:
         click.echo("")
-        click.echo("sub-agent sessions")
+        click.echo("sub-agent and companion sessions")
         depth = {detail.session.id: 0}
         for child in detail.children:
             depth[child.id] = depth.get(child.parent_session_id or "", 0) + 1

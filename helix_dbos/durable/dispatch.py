@@ -1,5 +1,7 @@
 """Sub-agent dispatch, as workflow code: each call starts the child agent as a DBOS child
-workflow with its own session, and its result becomes the parent's tool result.
+workflow with its own session, and its result becomes the parent's tool result. A remote
+sub-agent's call runs on another helix server (``durable/remote_dispatch.py``), after the
+local children.
 
 Children start after phase 2, at most ``max_tool_concurrency`` at once, started and awaited
 in call order, so a replay finds every child at the same position.
@@ -21,12 +23,14 @@ from typing import Any
 from dbos import DBOS, SetWorkflowID
 
 from helix_dbos.durable.hooks import fire_hook
+from helix_dbos.durable.remote_dispatch import run_remote_child
 from helix_dbos.durable.requests import RunRequest, continued_by, run_workflow_id
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope, tool_result_events
 from helix_dbos.durable.step_events import StepEvents, live_events_written
 from helix_dbos.events import SubAgentFinishEvent, SubAgentStartEvent
 from helix_dbos.orchestration import create_sub_agent_result_message
+from helix_dbos.remote import RemoteSubAgentSpec
 from helix_dbos.subagents import SubAgentSpec, child_session_id
 from helix_dbos.text import storable
 from helix_dbos.types import SUB_AGENT_TOOL_PREFIX, AgentResult, ParsedSubAgentCall, ToolResultMessage
@@ -50,17 +54,23 @@ async def run_children(
 
     results: list[ToolResultMessage] = []
     dispatched: list[tuple[ParsedSubAgentCall, RunRequest]] = []
+    remote: list[tuple[ParsedSubAgentCall, RemoteSubAgentSpec]] = []
     for call in calls:
+        tool = scope.agent.get_tool(f"{SUB_AGENT_TOOL_PREFIX}{call.agent_type}")
+        if tool is not None and isinstance(tool.sub_agent, RemoteSubAgentSpec):
+            remote.append((call, tool.sub_agent))
+            continue
         request, error = child_request(scope, call)
         if request is None:
             _dispatch_failed(scope, call, error or "dispatch failed")
             results.append(_sub_agent_error(call, error or "dispatch failed"))
         else:
             dispatched.append((call, request))
-    if not dispatched:
+    if not dispatched and not remote:
         return results
     hooks, ctx = scope.agent.hooks, scope.hook_context(step_no, state)
-    await fire_hook(hooks, "on_agent_suspended", "awaiting_children", [call.id for call, _ in dispatched], ctx)
+    waiting = [call.id for call, _ in dispatched] + [call.id for call, _ in remote]
+    await fire_hook(hooks, "on_agent_suspended", "awaiting_children", waiting, ctx)
     window = max(1, scope.agent.max_tool_concurrency)
     running: list[Started] = []
     for call, request in dispatched:
@@ -79,6 +89,8 @@ async def run_children(
         running.append((call, request, handle))
     for item in running:
         results.append(await _finish_child(item, events))
+    for call, spec in remote:  # on another helix server (durable/remote_dispatch.py)
+        results.append(await run_remote_child(scope, step_no, call, spec, events))
     await fire_hook(hooks, "on_agent_resumed", "awaiting_children", ctx)
     return results
 
@@ -109,10 +121,7 @@ def child_request(scope: RunScope, call: ParsedSubAgentCall) -> tuple[RunRequest
 async def _finish_child(item: Started, events: StepEvents) -> ToolResultMessage:
     call, request, handle = item
     try:
-        value = await handle.get_result()
-        while (next_id := continued_by(value)) is not None:  # the child parked: its waiter, its continuation
-            value = await DBOS.get_result_async(next_id)
-        result = AgentResult.model_validate(value)
+        result = AgentResult.model_validate(await final_output(await handle.get_result()))
     except Exception as exc:  # the child workflow failed or was cancelled
         status = "aborted" if "cancel" in str(exc).lower() else "failed"
         result = AgentResult(session_id=request.session_id, status=status, error=str(exc))
@@ -123,6 +132,14 @@ async def _finish_child(item: Started, events: StepEvents) -> ToolResultMessage:
     finish = SubAgentFinishEvent(tool_call_id=call.id, session_id=request.session_id, status=result.status)
     events.publish([(f"child_finish:{call.id}", finish), *tool_result_events([message])])
     return message
+
+
+async def final_output(output: Any) -> Any:
+    """A run's final result from its workflow's ``output``: a run that parked names its
+    waiter, the waiter its continuation (each awaited as one recorded ``DBOS.getResult``)."""
+    while (next_id := continued_by(output)) is not None:
+        output = await DBOS.get_result_async(next_id)
+    return output
 
 
 def _dispatch_failed(scope: RunScope, call: ParsedSubAgentCall, error: str) -> None:

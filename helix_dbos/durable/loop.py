@@ -31,6 +31,7 @@ from typing import Any
 from dbos import DBOS
 
 from helix_dbos.durable import hitl
+from helix_dbos.durable.companions import run_companion_calls, take_notices
 from helix_dbos.durable.dispatch import run_children
 from helix_dbos.durable.hook_state import HookState
 from helix_dbos.durable.hooks import fire_hook
@@ -82,6 +83,7 @@ from helix_dbos.types import (
     TextStepResult,
     ToolResultMessage,
     Usage,
+    UserMessage,
 )
 
 SNAPSHOT_EVERY_STEPS = 100
@@ -101,6 +103,8 @@ class StepOutput:
     resolved: list[ResolvedCall] = field(default_factory=list)
     terminal: Terminal | None = None
     extra_messages: list[Message] = field(default_factory=list)
+    notices: list[UserMessage] = field(default_factory=list)
+    """Companion notices the step took (``durable/companions.py``), before its model call."""
 
 
 class AgentLoop:
@@ -164,9 +168,12 @@ class AgentLoop:
         emit = out.events.publish if parked is None else out.events.add
         emit([("step_start", StepStartEvent(step=step_no))])
         if parked is None:
-            step_result, usage = await self._call_llm(step_no)
+            out.notices = await take_notices(self.scope, step_no)
+            step_result, usage = await self._call_llm(step_no, out.notices)
         else:
+            out.notices = [UserMessage.model_validate(m) for m in parked.notices]
             step_result, usage = self._count_llm(parked.llm[-1])
+        out.messages.extend(out.notices)
         plan = plan_step_processing(step_result, output_schema=self.agent.output_schema)
         out.usage_rows.append(llm_usage_row(self.agent.llm_config.model, usage, step_result))
         if plan.assistant_message_plan is not None:
@@ -183,8 +190,8 @@ class AgentLoop:
         out.events.add([("step_finish", finish), *terminal_events(out.terminal, self.usage)])
         return out
 
-    async def _call_llm(self, step_no: int) -> tuple[StepResult, Usage]:
-        messages = build_messages_for_llm(self.messages, self.agent.system_prompt_for, self.state)
+    async def _call_llm(self, step_no: int, notices: list[UserMessage]) -> tuple[StepResult, Usage]:
+        messages = build_messages_for_llm(self.messages + notices, self.agent.system_prompt_for, self.state)
         checkpoint = await DBOS.run_step_async(
             {"name": "llm"}, call_llm, self.agent.name, messages, self.scope.session_id, self.scope.request.run, step_no
         )
@@ -234,6 +241,7 @@ class AgentLoop:
         out.writes = writes
         results: list[ToolResultMessage] = [result_message(o) for o in out.outcomes]
         results += [unknown_tool_message(call) for call in calls.unknown]
+        results += await run_companion_calls(scope, step_no, calls.companions, out.events)
         results += await run_children(scope, step_no, self.state, calls.children + plan.pending_sub_agent_calls, out.events)
         results += synthesize_step_tool_results(plan)
         out.results = in_call_order(results, plan)
@@ -259,7 +267,7 @@ class AgentLoop:
                 await hitl.suspend(scope, step_no, gated, gates, self.state)
             free = [c for c in regular if c.id not in gates]
             ran = list(await start_parallel(scope, step_no, free, base, stream_outcome))
-            return self._parking(step_no, gates, ran) if gated else ran
+            return self._parking(step_no, gates, ran, out.notices) if gated else ran
         for outcome in parked.ran:
             out.events.add(outcome_events(outcome))  # streamed before the run parked
         answers = [parked.answers.get(c.id) for c in gated]
@@ -273,10 +281,12 @@ class AgentLoop:
         ]
         return parked.ran + settled
 
-    def _parking(self, step_no: int, gates: hitl.Gates, ran: list[ToolOutcome]) -> ParkedStep:
+    def _parking(
+        self, step_no: int, gates: hitl.Gates, ran: list[ToolOutcome], notices: list[UserMessage]
+    ) -> ParkedStep:
         return ParkedStep(
             step=step_no, llm=self.llm_checkpoints, guard=self.guard, gates=gates, ran=ran,
-            first_step=self.first_step, queue=self.queue,
+            first_step=self.first_step, queue=self.queue, notices=[m.model_dump(mode="json") for m in notices],
         )
 
     # --- deciding how the step ends -----------------------------------------------------

@@ -75,6 +75,8 @@ class ParkedStep(BaseModel):
     first_step: int
     queue: str | None = None
     """The queue the run's workflows take (None: started directly, as a child workflow)."""
+    notices: list[dict[str, Any]] = Field(default_factory=list)
+    """The companion notices the step took into its transcript (``durable/companions.py``)."""
     answers: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
     """Each gated call's answer as recorded (None: it timed out), filled by the waiter."""
 

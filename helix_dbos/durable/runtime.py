@@ -22,6 +22,7 @@ from dbos import SQLAlchemyDatasource
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos.durable.cancel_logs import quiet_cancelled_runs
+from helix_dbos.durable.companion_steps import CompanionSteps
 from helix_dbos.durable.held_outcomes import HeldOutcomes
 from helix_dbos.durable.requests import RunRequest, RunStart, run_workflow_id
 from helix_dbos.durable.tool_watch import RunWatch
@@ -101,6 +102,8 @@ class AgentRuntime:
         """``collect_answers(session_id, run, tool_call_ids) -> WaitState`` (as JSON): the
         calls answered in time or timed out, how long until the next deadline, and whether
         the run still holds the session."""
+        self.companions = CompanionSteps(datasource, self.agent)
+        """The companion tools' transactions (``durable/companion_steps.py``)."""
 
     # --- agents ---------------------------------------------------------------------------
 

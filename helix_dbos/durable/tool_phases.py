@@ -30,10 +30,12 @@ class Classified:
     finishers: list[ParsedToolCall] = field(default_factory=list)
     unknown: list[ParsedToolCall] = field(default_factory=list)
     children: list[ParsedSubAgentCall] = field(default_factory=list)
+    companions: list[ParsedToolCall] = field(default_factory=list)
 
 
 def classify(scope: RunScope, calls: list[ParsedToolCall]) -> Classified:
-    """Regular tools (phase 1), finishWith tools (phase 2), unknown names, sub-agent calls."""
+    """Regular tools (phase 1), finishWith tools (phase 2), unknown names, sub-agent calls,
+    companion tool calls (their own phase)."""
     found = Classified()
     for call in calls:
         tool = scope.agent.get_tool(call.name)
@@ -44,6 +46,8 @@ def classify(scope: RunScope, calls: list[ParsedToolCall]) -> Classified:
             )
         elif tool is None or tool.name == FINISH_TOOL_NAME:
             found.unknown.append(call)
+        elif tool.companion:
+            found.companions.append(call)
         elif tool.finish_with:
             found.finishers.append(call)
         else:

@@ -312,3 +312,40 @@ class RecordedOutcome(BaseModel):
     tool_name: str
     call_digest: str
     outcome: dict[str, Any]
+
+
+class CompanionRecord(BaseModel):
+    """A parent's persistent sub-agent, with its session's status and latest output."""
+
+    name: str
+    agent_type: str
+    mode: str
+    child_session_id: str
+    status: AgentStatus
+    run_count: int
+    output: Any = None
+    error: str | None = None
+
+    def view(self) -> dict[str, Any]:
+        """What the companion tools tell the model about it."""
+        view: dict[str, Any] = {
+            "name": self.name, "agentType": self.agent_type, "mode": self.mode, "sessionId": self.child_session_id,
+            "status": self.status,
+        }
+        if self.status == "completed":
+            view["output"] = self.output
+        elif self.error:
+            view["error"] = self.error
+        return view
+
+
+class CompanionNotice(BaseModel):
+    """A non-blocking companion's run that ended, for its parent's transcript."""
+
+    name: str
+    child_session_id: str
+    run: int
+    status: str
+    output: Any = None
+    error: str | None = None
+    created_at: datetime

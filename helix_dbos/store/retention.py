@@ -24,7 +24,7 @@ FINISHED_STATUSES = ("completed", "failed", "aborted")
 
 _TABLES = (
     "tool_call_answers", "pending_tool_calls", "tool_outcomes", "events", "usage",
-    "messages", "state_patches", "state_snapshots", "runs",
+    "messages", "state_patches", "state_snapshots", "runs", "companion_notices", "companions",
 )
 """Every helix table with a ``session_id``, in an order that keeps foreign keys valid."""
 

@@ -63,3 +63,19 @@ def finish(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
         pytest.fail(f"worker {proc.args[3:]} did not finish in {timeout}s:\n{err[-5000:]}")
     assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{err[-3000:]}"
     return json.loads(out.strip().splitlines()[-1])
+
+
+def run_one_session(parent: Any, respond: Callable[..., Any]) -> None:
+    """A crash worker's main: ``WORKER URL SESSION EXECUTOR start|recover ...``. ``start``
+    runs ``parent`` on a new session; ``recover`` only launches DBOS (same executor id),
+    which recovers what a killed worker left PENDING. Prints the result as one JSON line."""
+    from helix_dbos import MockLLMAdapter, launch_standalone, shutdown
+
+    url, session_id, executor_id, mode = sys.argv[1:5]
+    executor = launch_standalone(
+        MockLLMAdapter(responder=respond), agents=[parent], database_url=url, executor_id=executor_id,
+        notification_listener_polling_interval_sec=0.01,
+    )
+    handle = executor.execute(parent, "go", session_id=session_id) if mode == "start" else executor.handle(session_id)
+    print(json.dumps(handle.result(timeout=120).model_dump(mode="json")), flush=True)
+    shutdown()

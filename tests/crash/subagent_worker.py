@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from helix_dbos import MockLLMAdapter, ToolContext, create_sub_agent_tool, define_agent, launch_standalone, shutdown, tool
+from crash_kit import run_one_session
+from helix_dbos import ToolContext, create_sub_agent_tool, define_agent, tool
 from helix_dbos.types import (
     AssistantMessage,
     Message,
@@ -63,16 +64,5 @@ child = define_agent(name="crash-child", system_prompt="Work.", tools=[slow])
 parent = define_agent(name="crash-parent", system_prompt="Delegate.", tools=[create_sub_agent_tool(child)])
 
 
-def main() -> None:
-    url, session_id, executor_id, mode = sys.argv[1:5]
-    executor = launch_standalone(
-        MockLLMAdapter(responder=respond), agents=[parent], database_url=url, executor_id=executor_id,
-        notification_listener_polling_interval_sec=0.01,
-    )
-    handle = executor.execute(parent, "go", session_id=session_id) if mode == "start" else executor.handle(session_id)
-    print(json.dumps(handle.result(timeout=120).model_dump(mode="json")), flush=True)
-    shutdown()
-
-
 if __name__ == "__main__":
-    main()
+    run_one_session(parent, respond)

@@ -49,9 +49,11 @@ def ledger_lines(ledgers: Path, label: str) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def kill_when_both_children_are_in_their_tool(proc: subprocess.Popen[str], ledgers: Path, timeout: float = 60) -> None:
+def kill_when_both_children_are_in_their_tool(
+    proc: subprocess.Popen[str], ledgers: Path, timeout: float = 60, labels: tuple[str, ...] = tuple(CHILDREN.values())
+) -> None:
     deadline = time.monotonic() + timeout
-    while not all(ledger_lines(ledgers, label) for label in CHILDREN.values()):
+    while not all(ledger_lines(ledgers, label) for label in labels):
         if proc.poll() is not None:
             raise AssertionError(f"the worker ended before both children started:\n{proc.communicate()[1][-3000:]}")
         if time.monotonic() > deadline:

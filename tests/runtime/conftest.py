@@ -290,7 +290,7 @@ def family_model(executor: Any, scripts: dict[AgentConfig, list[Step]]) -> MockL
     def respond(messages: list[Message], tools: list[ToolSpec]) -> Any:
         config = by_prompt[messages[0].content.split("\n")[0]]  # type: ignore[union-attr]
         offered = sorted(t.name for t in tools)
-        expected = sorted(t.name for t in config.tools) + (["__finish__"] if "__finish__" in offered else [])
+        expected = [t.name for t in config.all_tools()]
         assert offered == sorted(expected), f"{config.name} was offered {offered}, expected {expected}"
         steps = scripts[config]
         index = sum(isinstance(m, AssistantMessage) for m in messages)
