@@ -31,7 +31,7 @@ from crash_kit import SLOW_COMMIT_TRIGGER, finish, migrated_database, start_work
 WORKER = Path(__file__).with_name("crash_worker.py")
 SESSION = "live-crash"
 STEPS = 5
-ATTEMPTS = 3
+ATTEMPTS = 5
 
 KillPoint = Callable[[psycopg.Connection], bool]
 
