@@ -36,6 +36,7 @@ from helix_dbos.durable.step_events import StepEvents, live_events_written
 from helix_dbos.orchestration import create_tool_result_message
 from helix_dbos.types import AgentResult, ParsedToolCall, ToolResultMessage, UserMessage
 
+
 async def take_notices(scope: RunScope, step_no: int) -> list[UserMessage]:
     """The notices of the parent's non-blocking companions that ended, for this step's
     transcript (nothing, and no DBOS operation, for an agent without persistent agents)."""
@@ -111,8 +112,7 @@ async def _deliver(
 
 
 async def _list(scope: RunScope, step_no: int, call: ParsedToolCall, args: Any) -> dict[str, Any] | str:
-    view = await asyncio.to_thread(current_runtime().companions.view, scope.session_id, None)
-    return view
+    return dict(await asyncio.to_thread(current_runtime().companions.view, scope.session_id, None))
 
 
 async def _status(scope: RunScope, step_no: int, call: ParsedToolCall, args: Any) -> dict[str, Any] | str:
