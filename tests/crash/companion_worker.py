@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import psycopg
 from pydantic import BaseModel
 
-from crash_kit import run_one_session
+from crash_kit import ledger_tool, run_one_session
 from helix_dbos import ToolContext, define_agent, persistent_agent, tool
 from helix_dbos.database import libpq_url
 from helix_dbos.types import AssistantMessage, Message, StepResult, TextStepResult, ToolCallsStepResult, ToolSpec, UserMessage
@@ -33,13 +32,7 @@ class Nothing(BaseModel):
     pass
 
 
-@tool
-def slow(name: str, ctx: ToolContext) -> dict:
-    """Do slow work."""
-    with open(Path(sys.argv[5]) / f"ledger_{name}.txt", "a") as ledger:
-        ledger.write(f"{ctx.session_id} {name}\n")
-    time.sleep(TOOL_SECONDS)
-    return {"worked": name}
+slow = ledger_tool(TOOL_SECONDS)
 
 
 @tool
@@ -65,7 +58,7 @@ def respond(messages: list[Message], tools: list[ToolSpec]) -> StepResult:
         return ToolCallsStepResult(tool_calls=[{"id": f"w{step}", "name": "wait_n", "arguments": {}}])
     name = next(str(m.content) for m in messages if isinstance(m, UserMessage))
     if step == 0:
-        return ToolCallsStepResult(tool_calls=[{"id": f"k-{name}", "name": "slow", "arguments": {"name": name}}])
+        return ToolCallsStepResult(tool_calls=[{"id": f"k-{name}", "name": "slow", "arguments": {"label": name}}])
     return TextStepResult(content=f"{name} done", should_stop=True)
 
 

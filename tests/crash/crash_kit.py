@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from helix_dbos import ToolContext, tool
 from helix_dbos.database import libpq_url
 from helix_dbos.store.migrations import migrate
 
@@ -65,10 +67,25 @@ def finish(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def run_one_session(parent: Any, respond: Callable[..., Any]) -> None:
+def ledger_tool(seconds: float) -> Any:
+    """``slow(label)``: appends ``<session> <label>`` to ``<argv[5]>/ledger_<label>.txt``
+    (so the test sees a tool began), then takes ``seconds``."""
+    @tool
+    def slow(label: str, ctx: ToolContext) -> dict:
+        """Do slow work for a label."""
+        with open(Path(sys.argv[5]) / f"ledger_{label}.txt", "a") as ledger:
+            ledger.write(f"{ctx.session_id} {label}\n")
+        time.sleep(seconds)
+        return {"worked": label}
+
+    return slow
+
+
+def run_one_session(parent: Any, respond: Callable[..., Any], message: str = "go") -> None:
     """A crash worker's main: ``WORKER URL SESSION EXECUTOR start|recover ...``. ``start``
-    runs ``parent`` on a new session; ``recover`` only launches DBOS (same executor id),
-    which recovers what a killed worker left PENDING. Prints the result as one JSON line."""
+    runs ``parent`` on a new session with ``message``; ``recover`` only launches DBOS (same
+    executor id), which recovers what a killed worker left PENDING. Prints the result as
+    one JSON line."""
     from helix_dbos import MockLLMAdapter, launch_standalone, shutdown
 
     url, session_id, executor_id, mode = sys.argv[1:5]
@@ -76,6 +93,6 @@ def run_one_session(parent: Any, respond: Callable[..., Any]) -> None:
         MockLLMAdapter(responder=respond), agents=[parent], database_url=url, executor_id=executor_id,
         notification_listener_polling_interval_sec=0.01,
     )
-    handle = executor.execute(parent, "go", session_id=session_id) if mode == "start" else executor.handle(session_id)
+    handle = executor.execute(parent, message, session_id=session_id) if mode == "start" else executor.handle(session_id)
     print(json.dumps(handle.result(timeout=120).model_dump(mode="json")), flush=True)
     shutdown()

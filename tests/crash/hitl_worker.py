@@ -9,13 +9,13 @@ really runs, so the test can count runs.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from helix_dbos import MockLLMAdapter, define_agent, define_tool, launch_standalone, shutdown
+from crash_kit import run_one_session
+from helix_dbos import define_agent, define_tool
 from helix_dbos.types import AssistantMessage, Message, StepResult, TextStepResult, ToolCallsStepResult, ToolSpec
 
 
@@ -43,15 +43,8 @@ agent = define_agent(
 
 
 def main() -> None:
-    url, session_id, executor_id, mode = sys.argv[1:5]
     Path(sys.argv[5]).touch()
-    executor = launch_standalone(
-        MockLLMAdapter(responder=respond), agents=[agent], database_url=url, executor_id=executor_id,
-        notification_listener_polling_interval_sec=0.01,
-    )
-    handle = executor.execute(agent, "pay", session_id=session_id) if mode == "start" else executor.handle(session_id)
-    print(json.dumps(handle.result(timeout=120).model_dump(mode="json")), flush=True)
-    shutdown()
+    run_one_session(agent, respond, message="pay")
 
 
 if __name__ == "__main__":

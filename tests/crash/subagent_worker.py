@@ -15,12 +15,9 @@ killed one would have. The parent's result is printed as one JSON line.
 from __future__ import annotations
 
 import json
-import sys
-import time
-from pathlib import Path
 
-from crash_kit import run_one_session
-from helix_dbos import ToolContext, create_sub_agent_tool, define_agent, tool
+from crash_kit import ledger_tool, run_one_session
+from helix_dbos import create_sub_agent_tool, define_agent
 from helix_dbos.types import (
     AssistantMessage,
     Message,
@@ -35,13 +32,7 @@ from helix_dbos.types import (
 TOOL_SECONDS = 0.5
 
 
-@tool
-def slow(label: str, ctx: ToolContext) -> dict:
-    """Do slow work for a label."""
-    with open(Path(sys.argv[5]) / f"ledger_{label}.txt", "a") as ledger:
-        ledger.write(f"{ctx.session_id} {label}\n")
-    time.sleep(TOOL_SECONDS)
-    return {"worked": label}
+slow = ledger_tool(TOOL_SECONDS)
 
 
 def respond(messages: list[Message], tools: list[ToolSpec]) -> StepResult:
