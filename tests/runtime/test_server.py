@@ -12,11 +12,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from pydantic import BaseModel
 from runtime_testkit import (
@@ -35,8 +37,10 @@ from runtime_testkit import (
 from starlette.requests import Request
 
 from helix_dbos import define_agent, define_tool
+from helix_dbos.database import libpq_url
 from helix_dbos.errors import ConfigurationError
 from helix_dbos.server import Forbidden, create_app
+from helix_dbos.store.deltas import listen_statement
 
 APPS = Path(__file__).resolve().parent.parent / "apps"
 HELIX = Path(sys.executable).with_name("helix-dbos")
@@ -224,10 +228,18 @@ def test_sse_resumes_after_a_dropped_connection_without_loss_or_repeats(executor
             first.append(frame)
             if frame["event"] == "tool_call":
                 break
-    gate.open()
     headers = {"Last-Event-ID": first[-1]["id"]}
-    with ana.stream("GET", "/sse", params={"session_id": sid, "deltas": "true"}, headers=headers) as response:
-        rest = list(sse_events(response))
+
+    def reconnect() -> list[dict[str, Any]]:
+        with ana.stream("GET", "/sse", params={"session_id": sid, "deltas": "true"}, headers=headers) as response:
+            return list(sse_events(response))
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        reconnected = pool.submit(reconnect)
+        # Deltas are never stored: the model may only speak once the new stream listens.
+        wait_for(lambda: delta_listeners(executor, sid), what="the reconnected stream to listen for deltas")
+        gate.open()
+        rest = reconnected.result(timeout=RESULT_TIMEOUT)
 
     durable = [f for f in first + rest if f["event"] != "delta"]
     assert [int(f["id"]) for f in durable] == list(range(1, len(events(executor, sid)) + 1))
@@ -237,6 +249,13 @@ def test_sse_resumes_after_a_dropped_connection_without_loss_or_repeats(executor
     assert [f["event"] for f in sse_events(by_query)] == ["finish"]
     bad = ana.get("/sse", params={"session_id": sid}, headers={"Last-Event-ID": "x1"})
     assert (bad.status_code, bad.json()["error"]) == (422, "invalid_last_event_id")
+
+
+def delta_listeners(executor: Any, session_id: str) -> int:
+    """Backends whose last statement LISTENs on the session's delta channel."""
+    with psycopg.connect(libpq_url(executor.database_url)) as conn:
+        statement = listen_statement(session_id).as_string(conn)
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query = %s", (statement,)).fetchone()[0]
 
 
 def free_port() -> int:
