@@ -31,8 +31,8 @@ from helix_dbos.durable.companion_steps import Delivery
 from helix_dbos.durable.dispatch import final_output
 from helix_dbos.durable.requests import RunRequest
 from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.scope import RunScope, tool_result_events
-from helix_dbos.durable.step_events import StepEvents, live_events_written
+from helix_dbos.durable.scope import RunScope
+from helix_dbos.durable.step_events import StepEvents, live_events_written, tool_result_events
 from helix_dbos.orchestration import create_tool_result_message
 from helix_dbos.types import AgentResult, ParsedToolCall, ToolResultMessage, UserMessage
 

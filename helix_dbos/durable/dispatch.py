@@ -26,8 +26,8 @@ from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.remote_dispatch import run_remote_child
 from helix_dbos.durable.requests import RunRequest, continued_by, run_workflow_id
 from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.scope import RunScope, tool_result_events
-from helix_dbos.durable.step_events import StepEvents, live_events_written
+from helix_dbos.durable.scope import RunScope
+from helix_dbos.durable.step_events import StepEvents, live_events_written, tool_result_events
 from helix_dbos.events import SubAgentFinishEvent, SubAgentStartEvent
 from helix_dbos.orchestration import create_sub_agent_result_message
 from helix_dbos.remote import RemoteSubAgentSpec

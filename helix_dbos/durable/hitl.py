@@ -38,9 +38,9 @@ from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.requests import ToolOutcome, waiter_workflow_id
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
-from helix_dbos.durable.step_events import live_events_written
+from helix_dbos.durable.step_events import StepEvents, outcome_events
 from helix_dbos.durable.steps import evaluate_approval
-from helix_dbos.durable.tool_phases import OnOutcome, start_parallel
+from helix_dbos.durable.tool_phases import start_parallel
 from helix_dbos.store.records import WaitState
 from helix_dbos.types import ParsedToolCall, SessionStatus
 
@@ -85,7 +85,6 @@ async def suspend(scope: RunScope, step_no: int, calls: list[ParsedToolCall], ga
     status = suspension_status(gates)
     req = scope.request
     runtime = current_runtime()
-    await live_events_written()  # the step's tool_call events before its approval requests
     await asyncio.to_thread(runtime.suspend, req.session_id, req.run, step_no, status, rows)
     for row in rows:
         runtime.log.info(
@@ -123,14 +122,14 @@ async def settle(
     gates: Gates,
     answers: list[dict[str, Any] | None],
     base: Any,
-    on_outcome: OnOutcome,
+    events: StepEvents,
 ) -> list[ToolOutcome]:
-    """Run the approved calls (in parallel, from the pre-step state, each outcome passed to
-    ``on_outcome``); turn the rest into results."""
+    """Run the approved calls (in parallel, from the pre-step state: their tool steps
+    stream their events); turn the rest into results, published to ``events``."""
     approved = [
         c for c, a in zip(calls, answers) if gates[c.id] == "approval" and outcome_error("approval", c.id, a) is None
     ]
-    outcomes = list(await start_parallel(scope, step_no, approved, base, on_outcome))
+    outcomes = list(await start_parallel(scope, step_no, approved, base))
     for call, answer in zip(calls, answers):
         if call in approved:
             continue
@@ -141,12 +140,11 @@ async def settle(
             )
         error = outcome_error(gates[call.id], call.id, answer)
         result = None if error is not None or answer is None else answer.get("result")
-        outcomes.append(
-            ToolOutcome(
-                tool_call_id=call.id, tool_name=call.name, success=error is None, result=result, error=error,
-                executed=False,
-            )
+        answered = ToolOutcome(
+            tool_call_id=call.id, tool_name=call.name, success=error is None, result=result, error=error, executed=False
         )
+        events.publish(outcome_events(answered))
+        outcomes.append(answered)
     return outcomes
 
 

@@ -39,21 +39,17 @@ from helix_dbos.durable.requests import ParkedStep, RunStart, ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import (
     RunScope,
-    assistant_events,
     in_call_order,
     llm_usage_row,
-    outcome_events,
-    result_message,
     step_info,
     terminal_events,
     tool_calls_of,
-    tool_result_events,
     tool_usage_row,
     unknown_tool_message,
 )
 from helix_dbos.durable.steps import call_llm, llm_output
-from helix_dbos.durable.tool_phases import OnOutcome, classify, run_tool_step, start_parallel
-from helix_dbos.durable.step_events import StepEvents
+from helix_dbos.durable.tool_phases import classify, run_tool_step, start_parallel
+from helix_dbos.durable.step_events import StepEvents, result_message, tool_result_events, without_events
 from helix_dbos.errors import HelixError
 from helix_dbos.events import StatePatchEvent, StepFinishEvent, StepStartEvent
 from helix_dbos.orchestration import (
@@ -71,7 +67,7 @@ from helix_dbos.orchestration import (
     synthesize_step_tool_results,
 )
 from helix_dbos.state import StateTracker, apply_step_writes, merge_step_writes, step_writes_to_rfc6902
-from helix_dbos.store.records import ResolvedCall, StepCommit, Terminal, UsageRow
+from helix_dbos.store.records import KeyedEvent, ResolvedCall, StepCommit, Terminal, UsageRow
 from helix_dbos.text import storable
 from helix_dbos.types import (
     FINISH_TOOL_NAME,
@@ -161,12 +157,10 @@ class AgentLoop:
 
     async def _run_step(self, step_no: int, parked: ParkedStep | None) -> StepOutput | ParkedStep:
         """One step; its events reach the stream as they happen (``durable/step_events.py``):
-        ``step_start`` now, the model's after the LLM step, a tool's when it ends, the rest
-        with the commit. A continuation takes its parked step up after the model's call
-        and the calls that did not wait; the events of those are in the stream already."""
+        its ``step_start`` is there already, the model's come with the LLM step's
+        checkpoint and a tool's with its step's, the rest with the commit. A continuation
+        takes its parked step up after the model's call and the calls that did not wait."""
         out = StepOutput(events=StepEvents(self.scope.session_id, self.scope.request.run, step_no))
-        emit = out.events.publish if parked is None else out.events.add
-        emit([("step_start", StepStartEvent(step=step_no))])
         if parked is None:
             out.notices = await take_notices(self.scope, step_no)
             step_result, usage = await self._call_llm(step_no, out.notices)
@@ -177,9 +171,7 @@ class AgentLoop:
         plan = plan_step_processing(step_result, output_schema=self.agent.output_schema)
         out.usage_rows.append(llm_usage_row(self.agent.llm_config.model, usage, step_result))
         if plan.assistant_message_plan is not None:
-            assistant = create_assistant_message(plan.assistant_message_plan)
-            out.messages.append(assistant)
-            emit(assistant_events(assistant))
+            out.messages.append(create_assistant_message(plan.assistant_message_plan))
         parking = await self._run_tools(step_no, plan, out, parked)
         if parking is not None:
             return parking
@@ -192,9 +184,9 @@ class AgentLoop:
 
     async def _call_llm(self, step_no: int, notices: list[UserMessage]) -> tuple[StepResult, Usage]:
         messages = build_messages_for_llm(self.messages + notices, self.agent.system_prompt_for, self.state)
-        checkpoint = await DBOS.run_step_async(
+        checkpoint = without_events(await DBOS.run_step_async(
             {"name": "llm"}, call_llm, self.agent.name, messages, self.scope.session_id, self.scope.request.run, step_no
-        )
+        ))
         self.llm_checkpoints.append(checkpoint)
         return self._count_llm(checkpoint)
 
@@ -212,13 +204,9 @@ class AgentLoop:
         """Run the step's tools and children into ``out``; or, when calls of the step wait
         for people, run the others and return where the run parks."""
         scope = self.scope
-
-        async def stream_outcome(outcome: ToolOutcome) -> None:
-            out.events.publish(outcome_events(outcome))
-
         calls = classify(scope, plan.pending_tool_calls)
         base = StateTracker(self.state).get_state()  # one shared read-only view for every tool
-        phase1 = await self._phase1(step_no, calls.regular, base, out, stream_outcome, parked)
+        phase1 = await self._phase1(step_no, calls.regular, base, out, parked)
         if isinstance(phase1, ParkedStep):
             return phase1
         order = {c.id: i for i, c in enumerate(calls.regular)}
@@ -226,11 +214,14 @@ class AgentLoop:
         phase1_writes = merge_step_writes([o.writes for o in phase1])
         state = apply_step_writes(self.state, phase1_writes)
         if phase1_writes:  # parallel tools' writes merge in call order (seed 002): one patch
-            out.events.publish([("patch", StatePatchEvent(patches=step_writes_to_rfc6902(phase1_writes)))])
+            # published now when more of the step follows; else the commit, which comes at once, writes it
+            more = calls.finishers or calls.companions or calls.children or plan.pending_sub_agent_calls
+            emit = out.events.publish if more else out.events.add
+            emit([("patch", StatePatchEvent(patches=step_writes_to_rfc6902(phase1_writes)))])
         writes = list(phase1_writes)
         phase2: list[ToolOutcome] = []
         for call in calls.finishers:
-            outcome = await run_tool_step(scope, step_no, call, state, stream_outcome)
+            outcome = await run_tool_step(scope, step_no, call, state)
             phase2.append(outcome)
             if outcome.writes:
                 patch = StatePatchEvent(patches=step_writes_to_rfc6902(outcome.writes))
@@ -249,12 +240,12 @@ class AgentLoop:
         for outcome in out.outcomes:
             if outcome.executed:
                 out.usage_rows.append(tool_usage_row(outcome))
-        out.events.add(tool_result_events(out.results))  # the results no tool or child streamed
+        streamed = {o.tool_call_id for o in out.outcomes}  # with their tool steps' checkpoints
+        out.events.add(tool_result_events([r for r in out.results if r.tool_call_id not in streamed]))
         return None
 
     async def _phase1(
-        self, step_no: int, regular: list[ParsedToolCall], base: Any, out: StepOutput, stream_outcome: OnOutcome,
-        parked: ParkedStep | None,
+        self, step_no: int, regular: list[ParsedToolCall], base: Any, out: StepOutput, parked: ParkedStep | None
     ) -> list[ToolOutcome] | ParkedStep:
         """Phase 1, the regular calls in parallel. At a step whose calls wait for people:
         suspend them, run the others, and return where the run parks; its continuation
@@ -266,16 +257,12 @@ class AgentLoop:
             if gated:
                 await hitl.suspend(scope, step_no, gated, gates, self.state)
             free = [c for c in regular if c.id not in gates]
-            ran = list(await start_parallel(scope, step_no, free, base, stream_outcome))
+            ran = list(await start_parallel(scope, step_no, free, base))
             return self._parking(step_no, gates, ran, out.notices) if gated else ran
-        for outcome in parked.ran:
-            out.events.add(outcome_events(outcome))  # streamed before the run parked
         answers = [parked.answers.get(c.id) for c in gated]
         reason = hitl.suspension_status(gates).value
         await fire_hook(self.agent.hooks, "on_agent_resumed", reason, scope.hook_context(step_no, self.state))
-        settled = await hitl.settle(scope, step_no, gated, gates, answers, base, stream_outcome)
-        for outcome in settled:
-            await stream_outcome(outcome)  # the unexecuted ones: denied, timed out, answered by the client
+        settled = await hitl.settle(scope, step_no, gated, gates, answers, base, out.events)
         out.resolved = [
             ResolvedCall(tool_call_id=c.id, status="answered" if a else "timed_out") for c, a in zip(gated, answers)
         ]
@@ -362,15 +349,17 @@ class AgentLoop:
 
     async def _commit(self, step_no: int, out: StepOutput) -> bool:
         new_state = apply_step_writes(self.state, out.writes) if out.writes else self.state
+        run = self.scope.request.run
         commit = StepCommit(
             session_id=self.scope.session_id,
-            run=self.scope.request.run,
+            run=run,
             step=step_no,
             messages=out.messages + out.extra_messages,
             patch=step_writes_to_rfc6902(out.writes) if out.writes else None,
             snapshot=new_state if step_no % SNAPSHOT_EVERY_STEPS == 0 else None,
             usage=out.usage_rows,
             events=out.events.all,
+            next_step=KeyedEvent.at(run, step_no + 1, "step_start", StepStartEvent(step=step_no + 1)),
             terminal=out.terminal,
             resolved=out.resolved,
         )

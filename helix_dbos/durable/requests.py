@@ -18,7 +18,7 @@ WORKFLOW_NAME = "helix_agent_run"
 WAITER_WORKFLOW_NAME = "helix_await_answers"
 """The registered name of the workflow that waits for a parked step's answers (durable/workflow.py)."""
 
-WORKFLOW_PROTOCOL_VERSION = "6"
+WORKFLOW_PROTOCOL_VERSION = "7"
 """Bumped when the workflow's sequence of DBOS calls changes incompatibly."""
 
 

@@ -33,7 +33,7 @@ from helix_dbos.errors import (
     SessionBusyError,
     SessionNotFoundError,
 )
-from helix_dbos.events import ApprovalRequestEvent, ClientToolRequestEvent, ErrorEvent, Event, RunStartEvent
+from helix_dbos.events import ApprovalRequestEvent, ClientToolRequestEvent, ErrorEvent, Event, RunStartEvent, StepStartEvent
 from helix_dbos.llm import LLMAdapter
 from helix_dbos.logs import EventLog
 from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_finish_tool_result
@@ -41,7 +41,7 @@ from helix_dbos.store import reads, writes
 from helix_dbos.store.deltas import DeltaPublisher
 from helix_dbos.store.engine import create_statement_engine
 from helix_dbos.store.live_events import LiveEventWriter
-from helix_dbos.store.records import CommitOutcome, HookStateSave, RecordedOutcome, StepCommit, WaitState
+from helix_dbos.store.records import CommitOutcome, HookStateSave, KeyedEvent, RecordedOutcome, StepCommit, WaitState
 from helix_dbos.store.transient import retry_transient
 from helix_dbos.subagents import sub_agents_of
 from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus, UserMessage
@@ -178,6 +178,10 @@ class AgentRuntime:
         writes.append_events(
             conn, sid, request.run, row["step_count"],
             [RunStartEvent(run=request.run, kind=request.kind, input=request.input)],
+        )
+        first = row["step_count"] + 1  # the first step's step_start; the next ones come with each commit
+        writes.append_keyed_events(
+            conn, sid, request.run, first, [KeyedEvent.at(request.run, first, "step_start", StepStartEvent(step=first))]
         )
         start = RunStart(
             step_count=row["step_count"], message_seq=message_count, start_seq=row["event_seq"] + 1,

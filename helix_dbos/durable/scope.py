@@ -9,13 +9,12 @@ from typing import Any
 from helix_dbos.agents import AgentConfig
 from helix_dbos.durable.requests import RunRequest, ToolOutcome
 from helix_dbos.durable.steps import ToolJob
-from helix_dbos.events import ErrorEvent, Event, FinishEvent, TextEvent, ToolCallEvent, ToolResultEvent, parse_event
+from helix_dbos.events import ErrorEvent, Event, FinishEvent
 from helix_dbos.orchestration import StepProcessingPlan, create_tool_result_message
 from helix_dbos.state import StateTracker
 from helix_dbos.store.records import Terminal, UsageRow
 from helix_dbos.tools import HookContext, ReadOnlyState, Tool
 from helix_dbos.types import (
-    FINISH_TOOL_NAME,
     AssistantMessage,
     Message,
     ParsedToolCall,
@@ -66,10 +65,6 @@ class RunScope:
         )
 
 
-def result_message(outcome: ToolOutcome) -> ToolResultMessage:
-    return create_tool_result_message(
-        outcome.tool_call_id, outcome.tool_name, result=outcome.result, success=outcome.success, error=outcome.error
-    )
 
 
 def unknown_tool_message(call: ParsedToolCall) -> ToolResultMessage:
@@ -91,37 +86,10 @@ def tool_calls_of(messages: list[Message]) -> list[ParsedToolCall]:
     return [call for m in messages if isinstance(m, AssistantMessage) for call in m.tool_calls]
 
 
-def assistant_events(message: AssistantMessage) -> list[tuple[str, Event]]:
-    """The model's ``text`` and ``tool_call`` events, with their key parts (``durable/step_events.py``)."""
-    events: list[tuple[str, Event]] = []
-    if message.content:
-        events.append(("text", TextEvent(content=message.content)))
-    events.extend(
-        (f"call:{call.id}", ToolCallEvent(tool_call_id=call.id, tool_name=call.name, input=call.arguments))
-        for call in message.tool_calls
-        if call.name != FINISH_TOOL_NAME
-    )
-    return events
 
 
-def outcome_events(outcome: ToolOutcome) -> list[tuple[str, Event]]:
-    """What a finished tool streams: the custom events it emitted, then its result."""
-    custom: list[tuple[str, Event]] = [
-        (f"custom:{outcome.tool_call_id}:{i}", parse_event(row["type"], row["data"]))
-        for i, row in enumerate(outcome.events)
-    ]
-    return custom + tool_result_events([result_message(outcome)])
 
 
-def tool_result_events(results: list[ToolResultMessage]) -> list[tuple[str, Event]]:
-    return [
-        (
-            f"result:{r.tool_call_id}",
-            ToolResultEvent(tool_call_id=r.tool_call_id, tool_name=r.tool_name, content=r.content, is_error=r.is_error),
-        )
-        for r in results
-        if r.tool_name != FINISH_TOOL_NAME
-    ]
 
 
 def step_info(

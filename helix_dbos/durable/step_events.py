@@ -1,15 +1,26 @@
-"""A step's durable events, written when they happen (store/sql/008).
+"""A step's durable events: which write puts each in the stream (store/sql/008, 012).
 
-Each event of a step gets a key unique in its session, ``<run>.<step>.<part>``. Workflow
-code publishes an event as soon as what it reports is checkpointed (``step_start`` before
-the LLM step, the model's ``text``/``tool_call`` after it, a tool's events after its
-step), so a replay after a crash derives the same events under the same keys and writes
-nothing. The runtime's :class:`~helix_dbos.store.live_events.LiveEventWriter` writes
-them off the run's path; the commit gets every event of the step and writes those still
-missing::
+Each event of a step gets a key unique in its session, ``<run>.<step>.<part>``, so writing
+it twice writes it once. Most of a step's events ride in a checkpoint: the LLM step and
+every tool step return their events with their result (:func:`carrying`), and helix's
+trigger on ``dbos.operation_outputs`` writes them to the stream in the transaction in
+which DBOS saves the checkpoint, then keeps only the result in it. So they reach the
+stream the moment their source is checkpointed, at no cost of their own, and a replay
+(which gets the saved result) has none to write::
+
+    output = carrying("s1", run=1, step=2, events=assistant_events(message), output=checkpoint)
+    # the step returns ``output``; workflow code reads ``without_events(output)``
+
+The rest: the commit writes ``step_finish``, the terminal events and the next step's
+``step_start`` (``helix.commit_step``); ``run_start`` and the first ``step_start`` are
+written as the run begins. What workflow code produces between (a sub-agent's start and
+finish, a companion's result, a settled approval, a state patch that more of the step
+follows) is published at once through the runtime's
+:class:`~helix_dbos.store.live_events.LiveEventWriter`, off the run's path; the commit
+writes what is still missing::
 
     events = StepEvents(session_id="s1", run=1, step=2)
-    events.publish([("step_start", StepStartEvent(step=2))])         # in the stream soon
+    events.publish([("child_start:t1", start)])                     # in the stream soon
     events.add([("step_finish", StepFinishEvent(step=2))])           # written by the commit
     commit = StepCommit(..., events=events.all)
 
@@ -22,18 +33,84 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
+from helix_dbos.durable.requests import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.events import Event
+from helix_dbos.events import Event, TextEvent, ToolCallEvent, ToolResultEvent, parse_event
+from helix_dbos.orchestration import create_tool_result_message
 from helix_dbos.store.records import KeyedEvent
+from helix_dbos.text import storable
+from helix_dbos.types import FINISH_TOOL_NAME, AssistantMessage, ToolResultMessage
 
 Part = tuple[str, Event]
 """An event and the part of its key that names it within the step (``call:t1``)."""
 
+CARRIED = "helix_events"
+"""The key under which a step's output carries its events; first in the output, so
+helix's trigger knows such an output by its first bytes (store/sql/012)."""
+
+
+def keyed(run: int, step: int, parts: list[Part]) -> list[KeyedEvent]:
+    """The events with their keys in the session (``<run>.<step>.<part>``)."""
+    return [KeyedEvent.at(run, step, part, event) for part, event in parts]
+
+
+def carrying(session_id: str, run: int, step: int, events: list[Part], output: dict[str, Any]) -> dict[str, Any]:
+    """A step's output that carries the step's events to the stream (see the module)."""
+    if not events:
+        return output
+    rows = storable([e.to_row() for e in keyed(run, step, events)])
+    return {CARRIED: {"session_id": session_id, "run": run, "step": step, "events": rows}, **output}
+
+
+def without_events(output: dict[str, Any]) -> dict[str, Any]:
+    """A step's output as DBOS saved it: without the events it carried."""
+    return {k: v for k, v in output.items() if k != CARRIED}
+
+
+def result_message(outcome: ToolOutcome) -> ToolResultMessage:
+    return create_tool_result_message(
+        outcome.tool_call_id, outcome.tool_name, result=outcome.result, success=outcome.success, error=outcome.error
+    )
+
+
+def assistant_events(message: AssistantMessage) -> list[Part]:
+    """The model's ``text`` and ``tool_call`` events, with their key parts."""
+    events: list[Part] = []
+    if message.content:
+        events.append(("text", TextEvent(content=message.content)))
+    events.extend(
+        (f"call:{call.id}", ToolCallEvent(tool_call_id=call.id, tool_name=call.name, input=call.arguments))
+        for call in message.tool_calls
+        if call.name != FINISH_TOOL_NAME
+    )
+    return events
+
+
+def outcome_events(outcome: ToolOutcome) -> list[Part]:
+    """What a finished tool streams: the custom events it emitted, then its result."""
+    custom: list[Part] = [
+        (f"custom:{outcome.tool_call_id}:{i}", parse_event(row["type"], row["data"]))
+        for i, row in enumerate(outcome.events)
+    ]
+    return custom + tool_result_events([result_message(outcome)])
+
+
+def tool_result_events(results: list[ToolResultMessage]) -> list[Part]:
+    return [
+        (
+            f"result:{r.tool_call_id}",
+            ToolResultEvent(tool_call_id=r.tool_call_id, tool_name=r.tool_name, content=r.content, is_error=r.is_error),
+        )
+        for r in results
+        if r.tool_name != FINISH_TOOL_NAME
+    ]
+
 
 @dataclass
 class StepEvents:
-    """The events of one step of one run, in the order they were produced."""
+    """The events of one step of one run that workflow code produces, in order."""
 
     session_id: str
     run: int
@@ -43,12 +120,11 @@ class StepEvents:
     def add(self, parts: list[Part]) -> list[KeyedEvent]:
         """Record events for the commit; returns the new ones (a part already recorded is skipped)."""
         known = {e.key for e in self.all}
-        new = []
-        for part, event in parts:
-            key = f"{self.run}.{self.step}.{part}"
-            if key not in known:
-                known.add(key)
-                new.append(KeyedEvent(key=key, event=event))
+        new: list[KeyedEvent] = []
+        for event in keyed(self.run, self.step, parts):
+            if event.key not in known:
+                known.add(event.key)
+                new.append(event)
         self.all.extend(new)
         return new
 

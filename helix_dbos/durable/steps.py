@@ -15,9 +15,11 @@ from helix_dbos.durable.deltas import StepDeltas
 from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.requests import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
+from helix_dbos.durable.step_events import Part, assistant_events, carrying, outcome_events
 from helix_dbos.durable.tool_call import ToolCall, call_digest, run_call
 from helix_dbos.events import CustomEvent
 from helix_dbos.llm import generate_with_retry
+from helix_dbos.orchestration import create_assistant_message, plan_step_processing
 from helix_dbos.state import StateTracker
 from helix_dbos.store.records import RecordedOutcome
 from helix_dbos.text import storable
@@ -46,8 +48,10 @@ async def call_llm(
     """The LLM step; transient errors are retried inside it. Its checkpoint is JSON:
     ``{"result": StepResult, "usage": Usage}`` (read back with :func:`llm_output`), with
     text Postgres cannot store replaced (``helix_dbos.text``), so every tool sees the
-    call ids and arguments the transcript records. A model that streams sends its token
-    deltas to the session's consumers as they arrive (``durable/deltas.py``)."""
+    call ids and arguments the transcript records. The output carries the step's ``text``
+    and ``tool_call`` events to the stream (``durable/step_events.py``). A model that
+    streams sends its token deltas to the session's consumers as they arrive
+    (``durable/deltas.py``)."""
     runtime = current_runtime()
     agent = runtime.agent(agent_name)
     deltas = StepDeltas(runtime.deltas, session_id, run, step)
@@ -55,7 +59,16 @@ async def call_llm(
         runtime.llm, messages, agent.tool_specs(), agent.llm_config, agent.output_schema, on_delta=deltas
     )
     await deltas.flush()
-    return {"result": storable(result.model_dump(mode="json")), "usage": usage.model_dump(mode="json")}
+    checkpoint = {"result": storable(result.model_dump(mode="json")), "usage": usage.model_dump(mode="json")}
+    return carrying(session_id, run, step, _model_events(checkpoint, agent.output_schema), checkpoint)
+
+
+def _model_events(checkpoint: dict[str, Any], output_schema: Any) -> list[Part]:
+    """The step's ``text`` and ``tool_call`` events, from its message as the transcript records it."""
+    plan = plan_step_processing(llm_output(checkpoint)[0], output_schema=output_schema)
+    if plan.assistant_message_plan is None:
+        return []
+    return assistant_events(create_assistant_message(plan.assistant_message_plan))
 
 
 def llm_output(checkpoint: dict[str, Any]) -> tuple[StepResult, Usage]:
@@ -72,8 +85,16 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
     was not saved) is returned without running the tool again. The outcome returned is
     held in memory until its checkpoint is saved (``HeldOutcomes``). Its checkpoint
     is a :class:`ToolOutcome` as JSON, with text Postgres cannot store (in the result,
-    the error, state writes and events) replaced (``helix_dbos.text``).
+    the error, state writes and events) replaced (``helix_dbos.text``); the output
+    carries the tool's events (what it emitted, then its result) to the stream
+    (``durable/step_events.py``).
     """
+    outcome = await _outcome(job)
+    events = outcome_events(ToolOutcome.model_validate(outcome))
+    return carrying(job.session_id, job.run, job.step, events, outcome)
+
+
+async def _outcome(job: ToolJob) -> dict[str, Any]:
     runtime = current_runtime()
     agent = runtime.agent(job.agent_name)
     tool = agent.get_tool(job.call.name)

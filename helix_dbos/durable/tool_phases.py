@@ -17,6 +17,7 @@ from dbos import DBOS
 from helix_dbos.durable.requests import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
+from helix_dbos.durable.step_events import without_events
 from helix_dbos.durable.steps import run_tool
 from helix_dbos.durable.tool_call import call_digest
 from helix_dbos.types import FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, ParsedSubAgentCall, ParsedToolCall
@@ -55,12 +56,8 @@ def classify(scope: RunScope, calls: list[ParsedToolCall]) -> Classified:
     return found
 
 
-OnOutcome = Callable[[ToolOutcome], Awaitable[None]]
-"""Called with each tool's outcome right after its step is checkpointed (to stream its events)."""
-
-
 def start_parallel(
-    scope: RunScope, step_no: int, calls: list[ParsedToolCall], base_state: Any, on_outcome: OnOutcome
+    scope: RunScope, step_no: int, calls: list[ParsedToolCall], base_state: Any
 ) -> Awaitable[list[ToolOutcome]]:
     """Start calls concurrently under the agent's cap; their step ids are reserved now, in call order."""
     reservations = [DBOS.reserve_step() for _ in calls]
@@ -68,27 +65,22 @@ def start_parallel(
 
     async def run_one(reservation: Any, call: ParsedToolCall) -> ToolOutcome:
         async with limit:
-            outcome = await _checkpointed(scope, step_no, call, reservation.run_async, base_state)
-        await on_outcome(outcome)
-        return outcome
+            return await _checkpointed(scope, step_no, call, reservation.run_async, base_state)
 
     return asyncio.gather(*(run_one(r, call) for r, call in zip(reservations, calls)))
 
 
-async def run_tool_step(
-    scope: RunScope, step_no: int, call: ParsedToolCall, base_state: Any, on_outcome: OnOutcome
-) -> ToolOutcome:
+async def run_tool_step(scope: RunScope, step_no: int, call: ParsedToolCall, base_state: Any) -> ToolOutcome:
     """One tool, as one DBOS step, now."""
-    outcome = await _checkpointed(scope, step_no, call, DBOS.run_step_async, base_state)
-    await on_outcome(outcome)
-    return outcome
+    return await _checkpointed(scope, step_no, call, DBOS.run_step_async, base_state)
 
 
 async def _checkpointed(
     scope: RunScope, step_no: int, call: ParsedToolCall, run_step: Callable[..., Awaitable[Any]], base_state: Any
 ) -> ToolOutcome:
     """The call's tool step, run with ``run_step``; its outcome is recorded when DBOS does
-    not save the step's checkpoint (``durable/held_outcomes.py``)."""
+    not save the step's checkpoint (``durable/held_outcomes.py``). Its events reach the
+    stream with its checkpoint (``durable/step_events.py``)."""
     key = (scope.session_id, step_no, call.id, call_digest(call))
     held = current_runtime().outcomes
     try:
@@ -97,4 +89,4 @@ async def _checkpointed(
         held.unsaved(key)  # rare (an aborted run): a blocking insert, on the loop
         raise
     held.saved(key)
-    return ToolOutcome.model_validate(checkpoint)
+    return ToolOutcome.model_validate(without_events(checkpoint))

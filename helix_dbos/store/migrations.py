@@ -20,10 +20,11 @@ from helix_dbos.errors import DatabaseError, SchemaOutdatedError
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "sql"
 MIGRATION_LOCK_KEY = 7_346_117_201  # any fixed bigint; names the helix migration lock
-DBOS_HOOKS_VERSIONS = (4, 10)
+DBOS_HOOKS_VERSIONS = (4, 10, 12)
 """The migrations that define ``helix.install_dbos_hooks()`` (the last one counts)."""
 HOOK_TRIGGERS = (
-    "helix_follow_status", "helix_follow_new_workflow", "helix_refuse_pickled_message", "helix_refuse_pickled_run"
+    "helix_follow_status", "helix_follow_new_workflow", "helix_refuse_pickled_message", "helix_refuse_pickled_run",
+    "helix_write_carried_events",
 )
 _FILE_PATTERN = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 

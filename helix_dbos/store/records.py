@@ -178,6 +178,8 @@ class SessionRecord(BaseModel):
     root_session_id: str
     created_at: datetime
     updated_at: datetime
+    """When the session's status last changed: a run began or ended, a wait began or
+    ended, an interrupt was asked for (not at every step: store/sql/012)."""
     messages: list[Message] = Field(default_factory=list)
     state: dict[str, Any] = Field(default_factory=dict)
     pending: list[PendingToolCall] = Field(default_factory=list)
@@ -227,6 +229,11 @@ class KeyedEvent(BaseModel):
     key: str
     event: Event
 
+    @classmethod
+    def at(cls, run: int, step: int, part: str, event: Event) -> KeyedEvent:
+        """The event under its key: ``KeyedEvent.at(1, 2, "step_start", ...)`` is ``1.2.step_start``."""
+        return cls(key=f"{run}.{step}.{part}", event=event)
+
     def to_row(self) -> dict[str, Any]:
         return {**self.event.to_row(), "key": self.key}
 
@@ -249,7 +256,10 @@ class StepCommit(BaseModel):
     """A full copy of the state after the step, every so many steps."""
     usage: list[UsageRow] = Field(default_factory=list)
     events: list[KeyedEvent] = Field(default_factory=list)
-    """All the step's events; the commit writes those not written while the step ran."""
+    """The step's events that workflow code produced (the LLM and tool steps' own ride in
+    their checkpoints); the commit writes those not written while the step ran."""
+    next_step: KeyedEvent | None = None
+    """The next step's ``step_start``, written when the run goes on after this step."""
     terminal: Terminal | None = None
     resolved: list[ResolvedCall] = Field(default_factory=list)
 
@@ -257,9 +267,10 @@ class StepCommit(BaseModel):
         """The jsonb argument of ``helix.commit_step``. The run's own text is made storable
         where it is produced (the LLM and tool steps); what workflow code derives from it
         (a ``finish_with_transform``, a child's error) is made storable here."""
-        payload = self.model_dump(mode="json", exclude={"messages", "events"})
+        payload = self.model_dump(mode="json", exclude={"messages", "events", "next_step"})
         payload["messages"] = [m.model_dump(mode="json", exclude_none=True) for m in self.messages]
         payload["events"] = [e.to_row() for e in self.events]
+        payload["next_step"] = self.next_step.to_row() if self.next_step is not None else None
         return storable(payload)
 
 

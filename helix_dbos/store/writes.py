@@ -13,7 +13,9 @@ import sqlalchemy as sa
 
 from helix_dbos.events import Event, StatePatchEvent
 from helix_dbos.store.engine import to_json
-from helix_dbos.store.records import AnswerWindow, CommitOutcome, HookStateSave, RecordedOutcome, StepCommit, WaitState
+from helix_dbos.store.records import (
+    AnswerWindow, CommitOutcome, HookStateSave, KeyedEvent, RecordedOutcome, StepCommit, WaitState,
+)
 from helix_dbos.types import Message
 
 
@@ -146,6 +148,16 @@ def append_events(conn: sa.Connection, session_id: str, run: int, step: int, eve
     return int(
         conn.execute(
             sa.text("SELECT helix.append_events(:id, :run, :step, CAST(:e AS jsonb))"),
+            {"id": session_id, "run": run, "step": step, "e": to_json([e.to_row() for e in events])},
+        ).scalar_one()
+    )
+
+
+def append_keyed_events(conn: sa.Connection, session_id: str, run: int, step: int, events: list[KeyedEvent]) -> int:
+    """Append the keyed events not in the session's stream yet (store/sql/008); return how many."""
+    return int(
+        conn.execute(
+            sa.text("SELECT helix.append_events_once(:id, :run, :step, CAST(:e AS jsonb))"),
             {"id": session_id, "run": run, "step": step, "e": to_json([e.to_row() for e in events])},
         ).scalar_one()
     )

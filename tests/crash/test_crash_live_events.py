@@ -7,10 +7,10 @@ The worker is ``crash_worker.py`` (five steps of two parallel 0.06 s tools, then
 ``__finish__``), on a database of its own per case whose commits take 0.4 s (a test
 trigger). Kill points: while the tools run, once the model's ``tool_call`` events are
 streamed; once a tool's ``tool_result`` is streamed and the step is not committed; once
-the step's ``state_patch`` is streamed and its commit is running. Live events are written
-by a background thread and the commit writes whatever it has not written yet, so on a
-loaded machine the commit can win the race to a point; such a case is tried again on a new
-database, up to ``ATTEMPTS`` times, and must reach its point in one of them.
+both tools' results are streamed and the step's commit is running. The events come with
+their steps' checkpoints, and a loaded machine can still let the commit win the race to a
+point; such a case is tried again on a new database, up to ``ATTEMPTS`` times, and must
+reach its point in one of them.
 """
 
 from __future__ import annotations
@@ -59,9 +59,10 @@ def result_streamed(step: int) -> KillPoint:
     return lambda conn: _count(conn, step, "tool_result") >= 1 and _uncommitted(conn, step)
 
 
-def patch_streamed(step: int) -> KillPoint:
-    """The step's state_patch is in the stream and the step is not committed."""
-    return lambda conn: _count(conn, step, "state_patch") == 1 and _uncommitted(conn, step)
+def results_streamed(step: int) -> KillPoint:
+    """Both tool_results of the step are in the stream and the step is not committed (its
+    commit, which writes the step's state_patch, is running)."""
+    return lambda conn: _count(conn, step, "tool_result") == 2 and _uncommitted(conn, step)
 
 
 KILL_POINTS: dict[str, KillPoint] = {
@@ -69,8 +70,8 @@ KILL_POINTS: dict[str, KillPoint] = {
     "calls-streamed-step3": calls_streamed(3),
     "result-streamed-step2": result_streamed(2),
     "result-streamed-step4": result_streamed(4),
-    "patch-streamed-step3": patch_streamed(3),
-    "patch-streamed-step5": patch_streamed(5),
+    "results-streamed-step3": results_streamed(3),
+    "results-streamed-step5": results_streamed(5),
 }
 
 

@@ -1,0 +1,120 @@
+"""A step's events ride in its checkpoint (store/sql/012, ``durable/step_events.py``): the
+LLM step and each tool step return their events first in their output, and helix's
+trigger on ``dbos.operation_outputs`` writes them to the stream in DBOS's own checkpoint
+transaction and saves the output without them. DBOS's tools then show plain outputs,
+every event is in the stream once, a second insert carrying the same events writes
+nothing, and an output whose session is gone is saved without its events. A step commit
+that does not end the run leaves ``sessions.updated_at`` alone (its update is HOT); the
+run's last commit moves it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlalchemy as sa
+from dbos import DBOS
+from pydantic import BaseModel
+from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, events, rows, text, unique, use_model, wait_for
+
+from helix_dbos import ToolContext, define_agent, define_tool
+from helix_dbos.durable.requests import run_workflow_id
+
+
+class Note(BaseModel):
+    text: str
+
+
+def note(i: Note, ctx: ToolContext) -> dict[str, Any]:
+    return {"noted": i.text}
+
+
+NOTE = define_tool("note", "Take a note.", Note, note)
+
+
+def carried_output(session_id: str, run: int, step: int, key: str, **result: Any) -> str:
+    """A step output that carries one ``custom`` event, as a step body returns it."""
+    event = {"type": "custom", "data": {"name": "probe", "data": key}, "key": f"{run}.{step}.{key}"}
+    carried = {"session_id": session_id, "run": run, "step": step, "events": [event]}
+    return json.dumps({"helix_events": carried, **result}, separators=(",", ":"))
+
+
+def insert_output(executor: Any, workflow_id: str, function_id: int, output: str) -> str:
+    """Insert a step output as DBOS does; return it as saved."""
+    with executor.engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name, output, serialization)"
+                " VALUES (:w, :f, 'probe', :o, 'portable_json')"
+            ),
+            {"w": workflow_id, "f": function_id, "o": output},
+        )
+        return str(conn.execute(
+            sa.text("SELECT output FROM dbos.operation_outputs WHERE workflow_uuid = :w AND function_id = :f"),
+            {"w": workflow_id, "f": function_id},
+        ).scalar_one())
+
+
+def test_checkpoints_are_saved_without_their_events_and_every_event_is_in_the_stream_once(executor):
+    use_model(executor, calls(call("a", "note", {"text": "x"}), call("b", "note", {"text": "y"}), content="two"),
+              text("done"))
+    handle = executor.execute(define_agent(unique("carried"), tools=[NOTE]), "go")
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    workflow_id = run_workflow_id(handle.session_id, 1)
+
+    steps = {s["function_name"]: s["output"] for s in DBOS.list_workflow_steps(workflow_id)}
+    assert set(steps["llm"]) == {"result", "usage"}
+    assert steps["tool:note"]["tool_call_id"] in {"a", "b"} and "helix_events" not in steps["tool:note"]
+    carrying = rows(executor, "SELECT count(*) AS n FROM dbos.operation_outputs WHERE workflow_uuid = :w"
+                    " AND output LIKE '%helix_events%'", w=workflow_id)
+    assert carrying[0]["n"] == 0
+
+    stored = events(executor, handle.session_id)
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+    assert [(e["step"], e["type"]) for e in stored] == [
+        (0, "run_start"),
+        (1, "step_start"), (1, "text"), (1, "tool_call"), (1, "tool_call"), (1, "tool_result"), (1, "tool_result"),
+        (1, "step_finish"),
+        (2, "step_start"), (2, "text"), (2, "step_finish"), (2, "finish"),
+    ]
+    results = [e["data"]["tool_call_id"] for e in stored if e["type"] == "tool_result"]
+    assert sorted(results) == ["a", "b"]
+
+
+def test_the_trigger_writes_carried_events_once_and_drops_those_of_a_session_that_is_gone(executor):
+    use_model(executor, text("done"))
+    handle = executor.execute(define_agent(unique("probe")), "go")
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    sid, workflow_id = handle.session_id, run_workflow_id(handle.session_id, 1)
+    before = events(executor, sid)
+
+    saved = insert_output(executor, workflow_id, 901, carried_output(sid, 1, 1, "probe", answer=1))
+    again = insert_output(executor, workflow_id, 902, carried_output(sid, 1, 1, "probe", answer=2))
+    gone = insert_output(executor, workflow_id, 903, carried_output("no-such-session", 1, 1, "probe", answer=3))
+
+    assert [json.loads(o) for o in (saved, again, gone)] == [{"answer": 1}, {"answer": 2}, {"answer": 3}]
+    after = events(executor, sid)
+    assert after[: len(before)] == before and len(after) == len(before) + 1
+    assert (after[-1]["seq"], after[-1]["type"], after[-1]["data"]["data"]) == (before[-1]["seq"] + 1, "custom", "probe")
+    assert rows(executor, "SELECT count(*) AS n FROM helix.events WHERE session_id = 'no-such-session'")[0]["n"] == 0
+
+
+def test_a_step_commit_leaves_updated_at_alone_and_the_runs_last_commit_moves_it(executor):
+    gate = Gate()
+    use_model(executor, calls(call("a", "note", {"text": "x"})), calls(call("g", "wait_here")), text("done"))
+    handle = executor.execute(define_agent(unique("hot"), tools=[NOTE, gate.tool()]), "go")
+    gate.wait_entered()
+    sid = handle.session_id
+
+    def step_finished(step: int) -> Any:
+        found = rows(executor, "SELECT created_at FROM helix.events WHERE session_id = :s AND step = :n"
+                     " AND type = 'step_finish'", s=sid, n=step)
+        return found[0]["created_at"] if found else None
+
+    committed_at = wait_for(lambda: step_finished(1), what="step 1's commit")
+    updated = executor.get_session(sid).updated_at
+    assert updated < committed_at, "a commit that does not end the run must not move updated_at"
+    gate.open()
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    ended = rows(executor, "SELECT created_at FROM helix.events WHERE session_id = :s AND type = 'finish'", s=sid)
+    assert executor.get_session(sid).updated_at == ended[0]["created_at"]
