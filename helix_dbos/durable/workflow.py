@@ -102,7 +102,6 @@ async def _park(req: RunRequest, parked: ParkedStep) -> dict[str, Any]:
         session_id=req.session_id, run=req.run, step=parked.step, tool_call_ids=list(parked.gates),
         continuation=req.model_copy(update={"parked": parked}),
     )
-    await live_events_written()  # the events of the calls that ran, before anything the waiter causes
     waiter_id = waiter_workflow_id(req.session_id, req.run, parked.step)
     with SetWorkflowID(waiter_id):
         await DBOS.start_workflow_async(await_answers_workflow, wait.model_dump(mode="json"))

@@ -135,6 +135,9 @@ def test_client_tool_events_reach_an_injected_logger(executor: Any, collected: C
     handle = executor.execute(a, "go")
     sid = handle.session_id
     wait_for(lambda: len(executor.list_pending(sid)) == 2, timeout=RESULT_TIMEOUT, what="two pending calls")
+    # the run logs its suspension right after the transaction that makes the calls pending
+    wait_for(lambda: [e for _, e, _ in collected.events(sid)].count("client_tool.suspended") == 2,
+             timeout=RESULT_TIMEOUT, what="the suspension logged")
 
     with pytest.raises(InvalidToolResultError):
         executor.submit_tool_result(sid, ClientToolResult(tool_call_id="c1", result={"colour": "blue"}))
