@@ -118,3 +118,28 @@ def test_a_step_commit_leaves_updated_at_alone_and_the_runs_last_commit_moves_it
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     ended = rows(executor, "SELECT created_at FROM helix.events WHERE session_id = :s AND type = 'finish'", s=sid)
     assert executor.get_session(sid).updated_at == ended[0]["created_at"]
+
+
+def test_a_keyed_write_reads_the_same_few_pages_however_long_the_stream(executor):
+    """``helix.unwritten_events`` looks each key up in ``events_key_idx``: checking three
+    keys reads a handful of pages, not the session's whole stream (store/sql/012)."""
+    use_model(executor, text("done"))
+    handle = executor.execute(define_agent(unique("long-stream")), "go")
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    sid = handle.session_id
+    keys = json.dumps([{"type": "custom", "data": {}, "key": f"1.1.k{i}"} for i in range(3)])
+
+    def pages_read() -> int:
+        """Pages the check reads, the second time on a connection (the first also plans it)."""
+        explain = sa.text("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT helix.unwritten_events(:s, CAST(:e AS jsonb))")
+        with executor.engine.connect() as conn:
+            plans = [conn.execute(explain, {"s": sid, "e": keys}).scalar_one() for _ in range(2)]
+        top = plans[-1][0]["Plan"]
+        return int(top["Shared Hit Blocks"]) + int(top["Shared Read Blocks"])
+
+    short = pages_read()
+    many = json.dumps([{"type": "custom", "data": {"i": i}, "key": f"1.1.filler{i}"} for i in range(2000)])
+    with executor.engine.begin() as conn:
+        conn.execute(sa.text("SELECT helix.append_events_once(:s, 1, 1, CAST(:e AS jsonb))"), {"s": sid, "e": many})
+    long = pages_read()
+    assert long <= short + 10, f"{long} pages read at 2,000 events against {short} at a few"
