@@ -3,7 +3,8 @@ LLM step and each tool step return their events first in their output, and helix
 trigger on ``dbos.operation_outputs`` writes them to the stream in DBOS's own checkpoint
 transaction and saves the output without them. DBOS's tools then show plain outputs,
 every event is in the stream once, a second insert carrying the same events writes
-nothing, and an output whose session is gone is saved without its events. A step commit
+nothing, an output whose session is gone is saved without its events, and an output
+that only looks like one (the key not holding carried events) is saved as it came. A step commit
 that does not end the run leaves ``sessions.updated_at`` alone (its update is HOT); the
 run's last commit moves it."""
 
@@ -91,8 +92,11 @@ def test_the_trigger_writes_carried_events_once_and_drops_those_of_a_session_tha
     saved = insert_output(executor, workflow_id, 901, carried_output(sid, 1, 1, "probe", answer=1))
     again = insert_output(executor, workflow_id, 902, carried_output(sid, 1, 1, "probe", answer=2))
     gone = insert_output(executor, workflow_id, 903, carried_output("no-such-session", 1, 1, "probe", answer=3))
+    nested = json.dumps({"helix_events": "not ours", "x": {"helix_events": {"session_id": sid}}}, separators=(",", ":"))
+    untouched = insert_output(executor, workflow_id, 904, nested)
 
     assert [json.loads(o) for o in (saved, again, gone)] == [{"answer": 1}, {"answer": 2}, {"answer": 3}]
+    assert untouched == nested
     after = events(executor, sid)
     assert after[: len(before)] == before and len(after) == len(before) + 1
     assert (after[-1]["seq"], after[-1]["type"], after[-1]["data"]["data"]) == (before[-1]["seq"] + 1, "custom", "probe")

@@ -5,8 +5,10 @@
 -- so by key, exactly once) in the transaction in which DBOS saves the checkpoint, and
 -- saves the checkpoint without them. The events reach the stream the moment their
 -- source is checkpointed, without a transaction of their own, and a replay, which reads
--- the saved output, has none to write. An output whose session is gone is saved as is,
--- without its events.
+-- the saved output, has none to write. An output whose session is gone is saved without
+-- its events. The trigger's WHEN looks for the key in the first 24 characters of a
+-- portable-JSON output (so whitespace in the serialization does not hide it); an output
+-- that has it only deeper inside is saved as it came.
 -- helix.unwritten_events as in 008, with each key looked up in events_key_idx on its own:
 -- 008's NOT EXISTS, inside an OR, was planned as a hash of every key of the session, so
 -- each keyed write read the session's whole stream (0.5 ms at 400 events, growing with it).
@@ -27,6 +29,9 @@ DECLARE
     output jsonb := NEW.output::jsonb;
     carried jsonb := output->'helix_events';
 BEGIN
+    IF jsonb_typeof(carried) IS DISTINCT FROM 'object' THEN
+        RETURN NEW;  -- not a helix step's output after all: saved as it came
+    END IF;
     IF EXISTS (SELECT 1 FROM helix.sessions WHERE id = carried->>'session_id') THEN
         PERFORM helix.append_events_once(carried->>'session_id', (carried->>'run')::integer,
                                          (carried->>'step')::integer, carried->'events');
@@ -62,7 +67,7 @@ BEGIN
         EXECUTE FUNCTION helix.refuse_pickled_run();
     CREATE OR REPLACE TRIGGER helix_write_carried_events
         BEFORE INSERT ON dbos.operation_outputs
-        FOR EACH ROW WHEN (left(NEW.output, 16) = '{"helix_events":')
+        FOR EACH ROW WHEN (NEW.serialization = 'portable_json' AND strpos(left(NEW.output, 24), '"helix_events"') > 0)
         EXECUTE FUNCTION helix.write_carried_events();
 END;
 $$;
