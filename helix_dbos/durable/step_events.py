@@ -48,7 +48,7 @@ Part = tuple[str, Event]
 
 CARRIED = "helix_events"
 """The key under which a step's output carries its events; first in the output, so
-helix's trigger knows such an output by its first bytes (store/sql/012)."""
+helix's trigger knows such an output by its first characters (store/sql/012)."""
 
 
 def keyed(run: int, step: int, parts: list[Part]) -> list[KeyedEvent]:

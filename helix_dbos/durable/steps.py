@@ -11,6 +11,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from helix_dbos.durable.deltas import StepDeltas
 from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.requests import ToolOutcome
@@ -63,7 +65,7 @@ async def call_llm(
     return carrying(session_id, run, step, _model_events(checkpoint, agent.output_schema), checkpoint)
 
 
-def _model_events(checkpoint: dict[str, Any], output_schema: Any) -> list[Part]:
+def _model_events(checkpoint: dict[str, Any], output_schema: type[BaseModel] | None) -> list[Part]:
     """The step's ``text`` and ``tool_call`` events, from its message as the transcript records it."""
     plan = plan_step_processing(llm_output(checkpoint)[0], output_schema=output_schema)
     if plan.assistant_message_plan is None:
