@@ -24,6 +24,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, NamedTuple
 
@@ -33,21 +34,43 @@ REPLACEMENT = "\ufffd"
 """What an unstorable character of a run's own text becomes."""
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_UNSTORABLE_IN_JSON = re.compile("\\\\u0000|[\ud800-\udfff]")
+"""NUL as JSON writes it, or a lone surrogate (which ``ensure_ascii=False`` leaves as it is)."""
 
 
 def storable(value: Any) -> Any:
     """``value`` with every NUL and lone surrogate replaced by U+FFFD, deep through dicts
     (keys too; two keys that become equal keep the later value), lists and tuples
     (returned as lists); other values unchanged. Returns ``value`` itself when there is
-    nothing to replace."""
+    nothing to replace.
+
+    A container is first looked at whole, as JSON (C code): a NUL is written ``\\u0000``
+    there and a lone surrogate as itself, so a value without either is returned at once.
+    Only one that may hold some is walked."""
+    if isinstance(value, (dict, list, tuple)) and not _may_hold_unstorable(value):
+        return value
+    return _replaced(value)
+
+
+def _may_hold_unstorable(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> bool:
+    """False only when no string of ``value`` holds NUL or a lone surrogate (True also for
+    text that merely spells ``\\u0000``, and for values JSON cannot write)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=lambda _: None)
+    except (TypeError, ValueError):
+        return True
+    return _UNSTORABLE_IN_JSON.search(text) is not None
+
+
+def _replaced(value: Any) -> Any:
     if isinstance(value, str):
         return _UNSTORABLE.sub(REPLACEMENT, value) if _UNSTORABLE.search(value) else value
     if isinstance(value, dict):
-        pairs = [(storable(k), storable(v)) for k, v in value.items()]
+        pairs = [(_replaced(k), _replaced(v)) for k, v in value.items()]
         same = all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items()))
         return value if same else dict(pairs)
     if isinstance(value, (list, tuple)):
-        items = [storable(v) for v in value]
+        items = [_replaced(v) for v in value]
         return value if all(a is b for a, b in zip(items, value)) else items
     return value
 

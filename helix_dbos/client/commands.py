@@ -12,13 +12,13 @@ Each takes an engine on the helix database and, when it must reach a workflow, a
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any, Literal
 
 import jsonschema
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
+from helix_dbos import ids
 from helix_dbos.answers import ApprovalResponse, ClientToolResult, SubmitOutcome, ToolAnswer, answer_topic
 from helix_dbos.client.workflows import ClientWorkflows, Workflows
 from helix_dbos.durable.requests import RunRequest, run_workflow_id
@@ -114,7 +114,7 @@ def plan_run(
 ) -> RunRequest:
     """The request for the session's next run, or the reason it cannot start now.
 
-    ``execute`` starts a new session (``session_id`` None: a new uuid) or a new turn of
+    ``execute`` starts a new session (``session_id`` None: a new time-ordered id, ``helix_dbos.ids``) or a new turn of
     one that is not running; ``resume`` continues one that stopped before completing.
     A session id or input Postgres cannot store is refused (:class:`UnstorableTextError`)
     before anything is written.
@@ -124,7 +124,7 @@ def plan_run(
     require_storable("session_id", session_id)
     user_text = input_text(input) if kind == "execute" else None
     require_storable("input", user_text)
-    session_id = session_id or str(uuid.uuid4())
+    session_id = session_id or ids.new_session_id()
     with engine.connect() as conn:
         row = reads.get_session_row(conn, session_id)
     if row is None and kind == "resume":
@@ -380,7 +380,7 @@ def fork(engine: sa.Engine, session_id: str, from_step: int, new_session_id: str
     the agent continues it with ``executor.resume(agent, new_id)``.
     """
     require_storable("new_session_id", new_session_id)
-    new_id = new_session_id or str(uuid.uuid4())
+    new_id = new_session_id or ids.new_session_id()
     with engine.begin() as conn:
         row = require_session(conn, session_id)
         if not 0 <= from_step <= row.step_count:

@@ -61,7 +61,7 @@ async def call_llm(
         runtime.llm, messages, agent.tool_specs(), agent.llm_config, agent.output_schema, on_delta=deltas
     )
     await deltas.flush()
-    checkpoint = {"result": storable(result.model_dump(mode="json")), "usage": usage.model_dump(mode="json")}
+    checkpoint = {"result": storable(checkpoint_json(result)), "usage": checkpoint_json(usage)}
     return carrying(session_id, run, step, _model_events(checkpoint, agent.output_schema), checkpoint)
 
 
@@ -142,7 +142,22 @@ async def _outcome(job: ToolJob) -> dict[str, Any]:
 
 def _checkpoint(outcome: ToolOutcome) -> dict[str, Any]:
     """A tool outcome as the JSON its step checkpoints and records, storable in Postgres."""
-    return storable(outcome.model_dump(mode="json"))
+    return storable(checkpoint_json(outcome))
+
+
+def checkpoint_json(model: BaseModel) -> dict[str, Any]:
+    """``model`` as the JSON of a checkpoint: fields at their defaults are left out (read
+    back, they are their defaults again), except a step result's ``type``, which says what
+    kind of result it is.
+
+        >>> checkpoint_json(Usage(input_tokens=100, total_tokens=100))
+        {'input_tokens': 100, 'total_tokens': 100}
+        >>> checkpoint_json(StepResultAdapter.validate_python({"type": "text", "content": "hi"}))
+        {'type': 'text', 'content': 'hi'}
+    """
+    data = model.model_dump(mode="json", exclude_defaults=True)
+    kind = getattr(model, "type", None)
+    return data if kind is None else {"type": kind, **data}
 
 
 APPROVAL_READ_ONLY = (

@@ -122,10 +122,8 @@ class ToolCall:
         return self._outcome(success=False, error=error)
 
     def _outcome(self, **fields: Any) -> ToolOutcome:
-        return ToolOutcome(
-            tool_call_id=self.call.id, tool_name=self.tool.name, ms=(time.perf_counter() - self.started) * 1000,
-            events=list(self.events), **fields,
-        )
+        ms = round((time.perf_counter() - self.started) * 1000, 3)  # microseconds, no more
+        return ToolOutcome(tool_call_id=self.call.id, tool_name=self.tool.name, ms=ms, events=list(self.events), **fields)
 
 
 async def run_call(call: ToolCall, tool_input: Any, timeout: float | None, watch: RunWatch, run: int,

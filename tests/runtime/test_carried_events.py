@@ -6,20 +6,33 @@ every event is in the stream once, a second insert carrying the same events writ
 nothing, an output whose session is gone is saved without its events, and an output
 that only looks like one (the key not holding carried events) is saved as it came. A step commit
 that does not end the run leaves ``sessions.updated_at`` alone (its update is HOT); the
-run's last commit moves it."""
+run's last commit moves it. Carried events leave the session row as it was (store/sql/013):
+the next writer numbers its events after them and brings ``event_seq`` level. A checkpoint
+leaves out the fields at their defaults, and reads back the same."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from dbos import DBOS
 from pydantic import BaseModel
 from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, events, rows, text, unique, use_model, wait_for
 
 from helix_dbos import ToolContext, define_agent, define_tool
-from helix_dbos.durable.requests import run_workflow_id
+from helix_dbos.durable.requests import ToolOutcome, run_workflow_id
+from helix_dbos.durable.steps import checkpoint_json, llm_output
+from helix_dbos.types import (
+    ErrorStepResult,
+    ParsedToolCall,
+    StructuredOutputStepResult,
+    TextStepResult,
+    ThinkingContent,
+    ToolCallsStepResult,
+    Usage,
+)
 
 
 class Note(BaseModel):
@@ -147,3 +160,54 @@ def test_a_keyed_write_reads_the_same_few_pages_however_long_the_stream(executor
         conn.execute(sa.text("SELECT helix.append_events_once(:s, 1, 1, CAST(:e AS jsonb))"), {"s": sid, "e": many})
     long = pages_read()
     assert long <= short + 10, f"{long} pages read at 2,000 events against {short} at a few"
+
+
+def test_carried_events_leave_the_session_row_alone_and_the_next_writer_numbers_after_them(executor):
+    use_model(executor, text("done"))
+    handle = executor.execute(define_agent(unique("tip")), "go")
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    sid, workflow_id = handle.session_id, run_workflow_id(handle.session_id, 1)
+
+    def session_row() -> dict[str, Any]:
+        """The row's version (a new one on every UPDATE) and its event_seq."""
+        return rows(executor, "SELECT xmin::text AS version, event_seq FROM helix.sessions WHERE id = :s", s=sid)[0]
+
+    last = events(executor, sid)[-1]["seq"]
+    before = session_row()
+    assert before["event_seq"] == last
+    insert_output(executor, workflow_id, 921, carried_output(sid, 1, 1, "tip1", answer=1))
+    insert_output(executor, workflow_id, 922, carried_output(sid, 1, 1, "tip2", answer=2))
+    assert session_row() == before, "a checkpoint's events must not write the session row"
+
+    third = json.dumps([{"type": "custom", "data": {"name": "probe", "data": "tip3"}, "key": "1.1.tip3"}])
+    with executor.engine.begin() as conn:
+        conn.execute(sa.text("SELECT helix.append_events_once(:s, 1, 1, CAST(:e AS jsonb))"), {"s": sid, "e": third})
+    stored = events(executor, sid)
+    assert [e["seq"] for e in stored] == list(range(1, last + 4))
+    assert [e["data"]["data"] for e in stored[-3:]] == ["tip1", "tip2", "tip3"]
+    assert session_row()["event_seq"] == last + 3
+
+
+@pytest.mark.parametrize("result", [
+    TextStepResult(content="hi", thinking=ThinkingContent(content="hm"), should_stop=True, stop_reason="end_turn"),
+    ToolCallsStepResult(tool_calls=[ParsedToolCall(id="a", name="t", arguments={"x": None}),
+                                    ParsedToolCall(id="b", name="t", arguments="{bad", parse_error="bad JSON")]),
+    StructuredOutputStepResult(output=None),
+    StructuredOutputStepResult(output={"answer": 0}),
+    ErrorStepResult(error="rate limited", should_stop=False),
+], ids=lambda r: r.type)
+def test_an_llm_checkpoint_leaves_out_defaults_and_reads_back_the_same(result):
+    usage = Usage(input_tokens=3, total_tokens=3)
+    checkpoint = {"result": checkpoint_json(result), "usage": checkpoint_json(usage)}
+    assert checkpoint["result"]["type"] == result.type
+    assert checkpoint["usage"] == {"input_tokens": 3, "total_tokens": 3}
+    assert llm_output(json.loads(json.dumps(checkpoint))) == (result, usage)
+
+
+def test_a_tool_checkpoint_leaves_out_defaults_and_reads_back_the_same():
+    plain = ToolOutcome(tool_call_id="a", tool_name="t", success=True, result={"ok": 1})
+    assert checkpoint_json(plain) == {"tool_call_id": "a", "tool_name": "t", "success": True, "result": {"ok": 1}}
+    unusual = ToolOutcome(tool_call_id="b", tool_name="t", success=False, result=None, error="denied", executed=False,
+                          writes=[{"op": "set", "path": ["x"], "value": None}], ms=1.5)
+    for outcome in (plain, unusual):
+        assert ToolOutcome.model_validate(json.loads(json.dumps(checkpoint_json(outcome)))) == outcome

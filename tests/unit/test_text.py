@@ -62,6 +62,21 @@ def test_storable_returns_the_same_object_when_nothing_needs_replacing() -> None
     assert storable(value) is value
 
 
+def test_a_container_whose_text_only_spells_nul_is_left_alone() -> None:
+    """A container is first looked at as JSON, where a NUL is written ``\\u0000``: text
+    that spells it is then walked, and still left as it is."""
+    value = {"k": "\\u0000", "l": ["\\\\u0000", "\\ud800"]}
+    assert storable(value) is value
+
+
+def test_values_json_cannot_write_are_walked_and_kept() -> None:
+    thing = object()
+    assert storable({"o": thing, "s": "a\x00"}) == {"o": thing, "s": "a\ufffd"}
+    assert storable({(1, 2): ["x\ud800"]}) == {(1, 2): ["x\ufffd"]}
+    fine = {(1, 2): "x", "o": thing}
+    assert storable(fine) is fine
+
+
 def test_require_storable_names_the_field_path_and_position() -> None:
     with pytest.raises(UnstorableTextError) as caught:
         require_storable("result", {"rows": ["fine", "bro\ud83dken"]})
