@@ -4,7 +4,8 @@ Interrupt and abort are rows in the database (``helix.sessions``: ``interrupt_re
 and a status that is no longer active), written by any process. While tool calls run in
 this process, one watcher thread reads those rows for their runs every
 :data:`POLL_SECONDS` and sets the calls' :class:`~helix_dbos.tools.AbortSignal`; it
-stops when no call runs, so an idle worker reads nothing::
+first waits, so a call that ends within :data:`POLL_SECONDS` costs no read, and it stops
+when no call runs, so an idle worker reads nothing::
 
     watch = RunWatch(engine)
     with watch.watching(session_id, run, signal):
@@ -62,6 +63,7 @@ class RunWatch:
 
     def _watch(self) -> None:
         while True:
+            time.sleep(POLL_SECONDS)  # first: calls that end sooner (most) never cost a read
             with self._lock:
                 if not self._signals:
                     self._thread = None
@@ -78,4 +80,3 @@ class RunWatch:
                     signals = list(self._signals.get(key, ()))
                 for signal in signals:
                     signal.set(cast(AbortReason, reason))
-            time.sleep(POLL_SECONDS)

@@ -1,0 +1,53 @@
+"""The watcher of running tool calls (``durable/tool_watch.py``) waits before its first
+read: a call that ends within ``POLL_SECONDS`` costs no read of the runs, and a call that
+runs longer is still told, within about one interval, that its run no longer holds the
+session."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+from runtime_testkit import wait_for
+
+from helix_dbos.durable.tool_watch import POLL_SECONDS, RunWatch
+from helix_dbos.store.engine import create_engine
+from helix_dbos.tools import AbortSignal
+
+
+@contextmanager
+def watched_engine(executor) -> Iterator[tuple[sa.Engine, list[str]]]:
+    """An engine of its own on the test's database, and the statements it runs."""
+    engine = create_engine(executor.engine.url.render_as_string(hide_password=False))
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany) -> None:
+        statements.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield engine, statements
+    finally:
+        engine.dispose()
+
+
+def test_a_call_that_ends_within_the_poll_interval_costs_no_read(executor):
+    with watched_engine(executor) as (engine, statements):
+        watch = RunWatch(engine)
+        for _ in range(3):
+            with watch.watching("no-such-session", 1, AbortSignal()):
+                time.sleep(POLL_SECONDS / 10)
+        time.sleep(POLL_SECONDS * 2.5)
+        assert [s for s in statements if "helix.sessions" in s] == []
+
+
+def test_a_longer_call_is_told_that_its_run_no_longer_holds_the_session(executor):
+    with watched_engine(executor) as (engine, statements):
+        watch = RunWatch(engine)
+        signal = AbortSignal()
+        with watch.watching("no-such-session", 1, signal):
+            wait_for(signal.is_set, timeout=POLL_SECONDS * 10, what="the abort signal")
+        assert signal.reason == "abort"
+        assert any("helix.sessions" in s for s in statements)
