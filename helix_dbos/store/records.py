@@ -169,6 +169,9 @@ class SessionRecord(BaseModel):
     run_count: int
     message_count: int
     event_seq: int
+    """The last seq of the session's stream. A step in progress may have written events
+    after it (those its checkpoints carry); the step's commit brings it level, so it is
+    exact whenever no run is in the middle of a step (store/sql/013)."""
     output: Any = None
     error: str | None = None
     stop_reason: str | None = None
