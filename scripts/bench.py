@@ -9,7 +9,8 @@ model is scripted and answers instantly, so the time of a run is the engine's ow
 It prints, for K = 20 and K = 200:
   - microseconds of engine overhead per turn, and the same for a bare DBOS workflow that
     makes exactly the same DBOS calls per turn with empty bodies (the floor), and the ratio;
-  - Postgres commits per turn and WAL bytes written per turn (pg_stat_database, WAL LSN);
+  - Postgres commits per turn (pg_stat_database, read after the counts settle, DBOS's idle
+    polling taken out) and bytes of the rows a run writes per turn;
 then turns per second with 200 concurrent sessions whose model answers after 50 ms, the
 state tracker figures (scripts/bench_state.py), runs per second on 1, 2 and 4 queue
 worker processes (scripts/bench_workers.py), and how soon another process sees a run's
@@ -149,6 +150,12 @@ SELECT (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.messages t WHERE
 """
 
 
+QUIET_SECONDS = 11.0
+"""How long to wait before reading pg_stat_database: a backend reports its counts when a
+transaction ends at least a second after its last report, else once it has been idle
+for 10 s."""
+
+
 class Counters:
     """Commits of the benchmark database (pg_stat_database) and bytes of the rows a run wrote."""
 
@@ -190,18 +197,26 @@ def measure_overhead(executor: DBOSAgentExecutor, floor: Any, counters: Counters
     for _ in range(repeats):  # interleaved, so both see the same machine
         ours.append(run_agent(executor, turns))
         bare.append(run_floor(floor, turns))
-    time.sleep(1.1)  # backends report to pg_stat_database about once a second
-    c0 = counters.commits()
     session_id = f"bytes-{uuid.uuid4().hex[:8]}"
-    run_agent(executor, turns, session_id)
-    time.sleep(1.1)
-    c1 = counters.commits()
     return {
         "us_per_turn": per_turn(ours, turns),
         "floor_us_per_turn": per_turn(bare, turns),
-        "commits_per_turn": (c1 - c0) / turns,
+        "commits_per_turn": commits_of_run(counters, lambda: run_agent(executor, turns, session_id)) / turns,
         "bytes_per_turn": counters.row_bytes(session_id) / turns,
     }
+
+
+def commits_of_run(counters: Counters, run: Any) -> float:
+    """The commits ``run()`` makes: the count's growth across it, read after quiet
+    windows, less DBOS's idle polling (its rate measured in one more quiet window)."""
+    time.sleep(QUIET_SECONDS)
+    before = counters.commits()
+    seconds = run()
+    time.sleep(QUIET_SECONDS)
+    after = counters.commits()
+    time.sleep(QUIET_SECONDS)
+    idle_per_second = (counters.commits() - after) / QUIET_SECONDS
+    return after - before - idle_per_second * (seconds + QUIET_SECONDS)
 
 
 def measure_throughput(executor: DBOSAgentExecutor, sessions: int, turns: int, latency: float) -> float:
