@@ -114,10 +114,10 @@ def plan_run(
 ) -> RunRequest:
     """The request for the session's next run, or the reason it cannot start now.
 
-    ``execute`` starts a new session (``session_id`` None: a new time-ordered id, ``helix_dbos.ids``) or a new turn of
-    one that is not running; ``resume`` continues one that stopped before completing.
-    A session id or input Postgres cannot store is refused (:class:`UnstorableTextError`)
-    before anything is written.
+    ``execute`` starts a new session (``session_id`` None: a new time-ordered id,
+    ``helix_dbos.ids``) or a new turn of one that is not running; ``resume`` continues
+    one that stopped before completing. A session id or input Postgres cannot store is
+    refused (:class:`UnstorableTextError`) before anything is written.
     """
     if session_id is not None and not session_id.strip():
         raise HelixError("session_id must not be empty (leave it out to start a new session)")

@@ -123,7 +123,9 @@ class ToolCall:
 
     def _outcome(self, **fields: Any) -> ToolOutcome:
         ms = round((time.perf_counter() - self.started) * 1000, 3)  # microseconds, no more
-        return ToolOutcome(tool_call_id=self.call.id, tool_name=self.tool.name, ms=ms, events=list(self.events), **fields)
+        return ToolOutcome(
+            tool_call_id=self.call.id, tool_name=self.tool.name, ms=ms, events=list(self.events), **fields
+        )
 
 
 async def run_call(call: ToolCall, tool_input: Any, timeout: float | None, watch: RunWatch, run: int,
