@@ -22,13 +22,23 @@ import pytest
 from helix_dbos import database
 from helix_dbos.database import libpq_url, resolve_database_url
 from helix_dbos.errors import DatabaseError
-from helix_dbos.store.migrations import MIGRATION_LOCK_KEY, applied_versions, load_migrations, migrate
+from helix_dbos.store.migrations import (
+    MIGRATION_LOCK_KEY,
+    Migrated,
+    applied_versions,
+    load_functions,
+    load_migrations,
+    migrate,
+)
 
 CLI = Path(sys.executable).parent / "helix-dbos"
 DATABASE_ENV_VARS = ("HELIX_DATABASE_URL", "DBOS_SYSTEM_DATABASE_URL", "HELIX_EMBEDDED_PGDATA", "HELIX_TEST_DATABASE_URL")
 MIGRATIONS = [(m.version, m.name) for m in load_migrations()]
 VERSIONS = [version for version, _ in MIGRATIONS]
-APPLIED_MESSAGE = f"applied migrations: {', '.join(str(v) for v in VERSIONS)}"
+FUNCTIONS = [f.name for f in load_functions()]
+APPLIED_MESSAGE = (
+    f"applied migrations: {', '.join(str(v) for v in VERSIONS)}\napplied functions: {', '.join(FUNCTIONS)}"
+)
 UP_TO_DATE_MESSAGE = "schema is up to date"
 
 
@@ -110,8 +120,8 @@ def test_the_schema_has_migrations() -> None:
 def test_migrate_twice_applies_each_migration_once(fresh_database_url: str) -> None:
     assert applied_versions(fresh_database_url) == []
 
-    assert migrate(fresh_database_url) == VERSIONS
-    assert migrate(fresh_database_url) == []
+    assert migrate(fresh_database_url) == Migrated(VERSIONS, FUNCTIONS)
+    assert migrate(fresh_database_url) == Migrated([], [])
 
     assert schema_version_rows(fresh_database_url) == MIGRATIONS
     assert table_exists(fresh_database_url, "helix.sessions")
@@ -159,7 +169,7 @@ def test_two_processes_migrating_at_once_serialize(make_database: Callable[[], s
 
 def test_two_threads_migrating_at_once_serialize(make_database: Callable[[], str]) -> None:
     url = make_database()
-    results: list[list[int]] = []
+    results: list[Migrated] = []
     errors: list[BaseException] = []
 
     def run() -> None:
@@ -177,7 +187,7 @@ def test_two_threads_migrating_at_once_serialize(make_database: Callable[[], str
         thread.join(timeout=60)
 
     assert errors == []
-    assert sorted(results) == [[], VERSIONS]
+    assert sorted(results, key=lambda m: m.versions) == [Migrated([], []), Migrated(VERSIONS, FUNCTIONS)]
     assert schema_version_rows(url) == MIGRATIONS
 
 

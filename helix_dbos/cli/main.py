@@ -73,10 +73,12 @@ def migrate(database_url: str | None) -> None:
 
     url = resolve_database_url(database_url)
     check_connection(url)
-    applied = apply_migrations(url)
-    if applied:
-        click.echo(f"applied migrations: {', '.join(str(v) for v in applied)}")
-    else:
+    migrated = apply_migrations(url)
+    if migrated.versions:
+        click.echo(f"applied migrations: {', '.join(str(v) for v in migrated.versions)}")
+    if migrated.functions:
+        click.echo(f"applied functions: {', '.join(migrated.functions)}")
+    if not (migrated.versions or migrated.functions):
         click.echo("schema is up to date")
 
 

@@ -1,16 +1,30 @@
-"""Apply the numbered SQL files of ``store/sql/`` to the ``helix`` schema, once each.
+"""Bring the ``helix`` schema up to this library's: its functions, then its tables.
 
-``helix.schema_version`` records what ran. Applying twice is a no-op, and two
-processes migrating at once serialize on a Postgres advisory lock::
+Two kinds of SQL file live in ``store/sql/``:
+
+- ``functions/<name>.sql``: one SQL function each, as it is now (``CREATE OR REPLACE``).
+  A function's file is applied whenever its text differs from what last ran
+  (``helix.schema_functions`` keeps a SHA-256 of each), so changing a function is an edit
+  of its file, never a copy of it in a new migration.
+- ``NNN_name.sql``: the numbered migrations, applied once each, in order
+  (``helix.schema_version``): tables, columns, indexes, the triggers on helix's tables.
+  They are append-only. One that changed only functions keeps its comment, as the record
+  of what changed and why.
+
+Functions go first, with ``check_function_bodies`` off, so a new install's triggers find
+them, and everything runs in one transaction: an upgrade lands whole or not at all.
+Applying twice is a no-op, and two processes migrating at once serialize on a Postgres
+advisory lock::
 
     >>> migrate("postgresql://postgres@127.0.0.1:5432/app")   # doctest: +SKIP
-    [1]
+    Migrated(versions=[1, 2, ...], functions=['active_statuses', ...])
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -19,14 +33,14 @@ from helix_dbos.database import libpq_url, redact
 from helix_dbos.errors import DatabaseError, SchemaOutdatedError
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "sql"
+FUNCTIONS_DIR = SCHEMA_DIR / "functions"
 MIGRATION_LOCK_KEY = 7_346_117_201  # any fixed bigint; names the helix migration lock
-DBOS_HOOKS_VERSIONS = (4, 10, 12)
-"""The migrations that define ``helix.install_dbos_hooks()`` (the last one counts)."""
 HOOK_TRIGGERS = (
     "helix_follow_status", "helix_follow_new_workflow", "helix_refuse_pickled_message", "helix_refuse_pickled_run",
     "helix_write_carried_events",
 )
 _FILE_PATTERN = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
+_FUNCTION_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -34,6 +48,26 @@ class Migration:
     version: int
     name: str
     sql: str
+
+
+@dataclass(frozen=True)
+class Function:
+    """One SQL function's file: ``helix.<name>`` as it is now."""
+
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Migrated:
+    """What one :func:`migrate` applied: numbered versions, then replaced functions."""
+
+    versions: list[int] = field(default_factory=list)
+    functions: list[str] = field(default_factory=list)
 
 
 def load_migrations(directory: Path = SCHEMA_DIR) -> list[Migration]:
@@ -50,22 +84,43 @@ def load_migrations(directory: Path = SCHEMA_DIR) -> list[Migration]:
     return found
 
 
-def migrate(database_url: str, migrations: list[Migration] | None = None) -> list[int]:
-    """Apply DBOS's system-table migrations, then every helix migration not yet recorded,
-    then (re)install helix's triggers on DBOS's tables; return the helix versions applied now.
+def load_functions(directory: Path = FUNCTIONS_DIR) -> list[Function]:
+    """The function files in ``directory``, by name."""
+    found = []
+    for path in sorted(directory.glob("*.sql")):
+        if _FUNCTION_PATTERN.match(path.stem) is None:
+            raise DatabaseError(f"function file {path.name} must be named like the function: name.sql")
+        found.append(Function(path.stem, path.read_text()))
+    return found
+
+
+def schema_level(migrations: list[Migration]) -> int:
+    """The last numbered migration in ``migrations``: the schema level a library is at."""
+    return max((m.version for m in migrations), default=0)
+
+
+def migrate(
+    database_url: str, migrations: list[Migration] | None = None, functions: list[Function] | None = None
+) -> Migrated:
+    """Apply DBOS's system-table migrations, then, in one transaction, every helix function
+    that changed and every helix migration not yet recorded, and (re)install helix's
+    triggers on DBOS's tables; return what was applied now.
 
     helix's tables live in the DBOS system database, next to DBOS's (see 004_dbos_sync.sql).
     """
-    pending = load_migrations() if migrations is None else migrations
+    migrations = load_migrations() if migrations is None else migrations
+    functions = load_functions() if functions is None else functions
     _migrate_dbos(database_url)
     try:
         with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
             try:
-                applied = _apply_pending(conn, pending)
-                if any(m.version in DBOS_HOOKS_VERSIONS for m in pending):
+                with conn.transaction():
+                    _create_bookkeeping(conn)
+                    replaced = _apply_changed_functions(conn, functions, schema_level(migrations))
+                    applied = _apply_pending(conn, migrations)
                     conn.execute("SELECT helix.install_dbos_hooks()")
-                return applied
+                return Migrated(applied, replaced)
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
     except psycopg.Error as exc:
@@ -93,29 +148,47 @@ def applied_versions(database_url: str) -> list[int]:
 
 
 def check_schema(database_url: str) -> None:
-    """Raise :class:`SchemaOutdatedError` unless every migration of this library has run.
+    """Raise :class:`SchemaOutdatedError` unless every migration and function of this
+    library has been applied.
 
     Only ``helix-dbos migrate`` and the executor (unless told not to) migrate; every
     other command checks with this and says what to run.
     """
+    migrations = load_migrations()
     try:
         applied = set(applied_versions(database_url))
+        stale = _stale_functions(database_url, load_functions(), schema_level(migrations)) if applied else []
     except psycopg.Error as exc:
         first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
         raise DatabaseError(f"cannot read the helix schema of {redact(database_url)}: {first}") from None
-    missing = [m.version for m in load_migrations() if m.version not in applied]
-    if not missing:
-        if _installed_hooks(database_url) != set(HOOK_TRIGGERS):
-            raise SchemaOutdatedError(
-                f"helix's triggers on DBOS's tables are missing in {redact(database_url)} (was `dbos reset` run?):"
-                " run `helix-dbos migrate --database-url URL`"
-            )
-        return
+    missing = [m.version for m in migrations if m.version not in applied]
     if not applied:
         problem = f"{redact(database_url)} has no helix schema"
-    else:
+    elif missing:
         problem = f"the helix schema of {redact(database_url)} is at version {max(applied)}, this library needs {max(missing)}"
+    elif stale:
+        problem = f"helix's functions in {redact(database_url)} are older than this library's ({_some(stale)})"
+    elif _installed_hooks(database_url) != set(HOOK_TRIGGERS):
+        raise SchemaOutdatedError(
+            f"helix's triggers on DBOS's tables are missing in {redact(database_url)} (was `dbos reset` run?):"
+            " run `helix-dbos migrate --database-url URL`"
+        )
+    else:
+        return
     raise SchemaOutdatedError(f"{problem}: run `helix-dbos migrate --database-url URL` first")
+
+
+def _some(names: list[str], shown: int = 3) -> str:
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def _stale_functions(database_url: str, functions: list[Function], level: int) -> list[str]:
+    """The functions :func:`migrate` would replace now."""
+    with psycopg.connect(libpq_url(database_url)) as conn:
+        exists = conn.execute("SELECT to_regclass('helix.schema_functions')").fetchone()
+        recorded = dict(_recorded_functions(conn)) if exists is not None and exists[0] is not None else {}
+    return [f.name for f in functions if _needs_applying(f, recorded.get(f.name), level)]
 
 
 def _installed_hooks(database_url: str) -> set[str]:
@@ -128,23 +201,65 @@ def _installed_hooks(database_url: str) -> set[str]:
         return {row[0] for row in rows}
 
 
-def _apply_pending(conn: psycopg.Connection, migrations: list[Migration]) -> list[int]:
+def _create_bookkeeping(conn: psycopg.Connection) -> None:
     conn.execute("CREATE SCHEMA IF NOT EXISTS helix")
     conn.execute(
         "CREATE TABLE IF NOT EXISTS helix.schema_version ("
         " version integer PRIMARY KEY, name text NOT NULL,"
         " applied_at timestamptz NOT NULL DEFAULT now())"
     )
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS helix.schema_functions ("
+        " name text PRIMARY KEY, checksum text NOT NULL, level integer NOT NULL,"
+        " applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+
+
+def _apply_changed_functions(conn: psycopg.Connection, functions: list[Function], level: int) -> list[str]:
+    """Replace each function whose file changed, unless a library of a later level wrote it:
+    a worker of the previous release that migrates during a rolling deploy must not put its
+    functions back. ``level`` is the last numbered migration this library knows."""
+    conn.execute("SET LOCAL check_function_bodies = off")
+    recorded = dict(_recorded_functions(conn))
+    replaced = []
+    for function in functions:
+        if not _needs_applying(function, recorded.get(function.name), level):
+            continue
+        conn.execute(function.sql.encode())
+        conn.execute(
+            "INSERT INTO helix.schema_functions (name, checksum, level) VALUES (%s, %s, %s)"
+            " ON CONFLICT (name) DO UPDATE SET checksum = EXCLUDED.checksum, level = EXCLUDED.level,"
+            " applied_at = now()",
+            (function.name, function.checksum, level),
+        )
+        replaced.append(function.name)
+    return replaced
+
+
+def _needs_applying(function: Function, recorded: tuple[str, int] | None, level: int) -> bool:
+    """Whether ``function`` differs from what ran (``recorded``: its checksum and the level of
+    the library that applied it) and that library was not of a later level."""
+    if recorded is None:
+        return True
+    checksum, written_at = recorded
+    return checksum != function.checksum and written_at <= level
+
+
+def _recorded_functions(conn: psycopg.Connection) -> list[tuple[str, tuple[str, int]]]:
+    rows = conn.execute("SELECT name, checksum, level FROM helix.schema_functions")
+    return [(name, (checksum, level)) for name, checksum, level in rows]
+
+
+def _apply_pending(conn: psycopg.Connection, migrations: list[Migration]) -> list[int]:
     done = {row[0] for row in conn.execute("SELECT version FROM helix.schema_version")}
     applied = []
     for migration in migrations:
         if migration.version in done:
             continue
-        with conn.transaction():
-            conn.execute(migration.sql.encode())
-            conn.execute(
-                "INSERT INTO helix.schema_version (version, name) VALUES (%s, %s)",
-                (migration.version, migration.name),
-            )
+        conn.execute(migration.sql.encode())
+        conn.execute(
+            "INSERT INTO helix.schema_version (version, name) VALUES (%s, %s)",
+            (migration.version, migration.name),
+        )
         applied.append(migration.version)
     return applied

@@ -129,15 +129,6 @@ CREATE TABLE helix.usage (
 );
 CREATE INDEX usage_session_idx ON helix.usage (session_id, run, step);
 
--- The durable stream wakes readers in any process: one NOTIFY per committing
--- transaction and session (Postgres folds identical payloads within a transaction).
--- A statement trigger: one call per INSERT, not one per event row.
-CREATE FUNCTION helix.notify_event() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('helix_events', s.session_id) FROM (SELECT DISTINCT session_id FROM new_rows) AS s;
-    RETURN NULL;
-END;
-$$;
 CREATE TRIGGER events_notify AFTER INSERT ON helix.events
     REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION helix.notify_event();

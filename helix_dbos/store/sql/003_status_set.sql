@@ -1,5 +1,4 @@
--- The statuses of a session with a run in progress: the same set as Python's
--- helix_dbos.types.ACTIVE_STATUSES (a test checks that they agree).
-CREATE FUNCTION helix.active_statuses() RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT ARRAY['active', 'awaiting_approval', 'awaiting_client_tool']
-$$;
+-- helix.active_statuses(): the statuses of a session with a run in progress.
+--
+-- The functions this version changed are in functions/, each as it is now: migrate
+-- applies a function's file whenever it changed (helix_dbos/store/migrations.py).

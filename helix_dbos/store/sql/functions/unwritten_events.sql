@@ -1,0 +1,15 @@
+-- The events of evs ([{type, data, key}]) whose key is neither in the session's stream
+-- nor on an earlier event of evs; events without a key are all kept. Each key is looked
+-- up in events_key_idx on its own (012): a NOT EXISTS inside an OR was planned as a hash
+-- of every key of the session, so each keyed write read the session's whole stream.
+CREATE OR REPLACE FUNCTION helix.unwritten_events(sid text, evs jsonb) RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT COALESCE(jsonb_agg(t.e ORDER BY t.ord), '[]'::jsonb)
+    FROM jsonb_array_elements(evs) WITH ORDINALITY AS t(e, ord)
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS n FROM helix.events x WHERE x.session_id = sid AND x.key = t.e->>'key'
+    ) AS written
+    WHERE t.e->>'key' IS NULL
+       OR written.n = 0
+      AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(evs) WITH ORDINALITY AS u(e, ord)
+                       WHERE u.ord < t.ord AND u.e->>'key' = t.e->>'key');
+$$;

@@ -1,0 +1,25 @@
+-- A step's events ride in its checkpoint (012): the LLM step and every tool step return,
+-- first in their output, the keyed events they stream:
+--     {"helix_events": {"session_id", "run", "step", "events": [{type, data, key}]}, ...result}
+-- This trigger on dbos.operation_outputs writes them to the stream (by key, so exactly
+-- once) in the transaction in which DBOS saves the checkpoint, and saves the checkpoint
+-- without them; a replay, which reads the saved output, has none to write. An output
+-- whose session is gone is saved without its events. install_dbos_hooks' WHEN looks for
+-- the key in the first 24 characters of a portable-JSON output; an output that has it
+-- only deeper inside is saved as it came. It does not write the session row (013).
+CREATE OR REPLACE FUNCTION helix.write_carried_events() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    output jsonb := NEW.output::jsonb;
+    carried jsonb := output->'helix_events';
+BEGIN
+    IF jsonb_typeof(carried) IS DISTINCT FROM 'object' THEN
+        RETURN NEW;  -- not a helix step's output after all: saved as it came
+    END IF;
+    IF EXISTS (SELECT 1 FROM helix.sessions WHERE id = carried->>'session_id') THEN
+        PERFORM helix.insert_unwritten_events(carried->>'session_id', (carried->>'run')::integer,
+                                              (carried->>'step')::integer, carried->'events');
+    END IF;
+    NEW.output := (output - 'helix_events')::text;
+    RETURN NEW;
+END;
+$$;
