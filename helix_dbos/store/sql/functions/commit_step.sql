@@ -36,9 +36,11 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'helix: session % does not exist', sid USING ERRCODE = 'no_data_found';
     END IF;
-    IF EXISTS (SELECT 1 FROM helix.events WHERE session_id = sid AND key = run_no || '.' || step_no || '.step_finish') THEN
+    IF EXISTS (SELECT 1 FROM helix.events
+                WHERE session_id = sid AND step = step_no AND key = run_no || '.' || step_no || '.step_finish') THEN
         RETURN jsonb_build_object('interrupted', EXISTS (
-            SELECT 1 FROM helix.events WHERE session_id = sid AND key = run_no || '.' || step_no || '.interrupted'),
+            SELECT 1 FROM helix.events
+             WHERE session_id = sid AND step = step_no AND key = run_no || '.' || step_no || '.interrupted'),
             'replayed', true);
     END IF;
     IF cur.step_count <> step_no - 1 OR cur.status NOT IN ('active', 'awaiting_approval', 'awaiting_client_tool') THEN
@@ -47,7 +49,7 @@ BEGIN
     interrupted := cur.interrupt_requested AND term IS NULL;
     last_seq := helix.last_event_seq(sid);
     -- Only the events no earlier write of this step put in the stream (by key).
-    evs := helix.unwritten_events(sid, COALESCE(p->'events', '[]'::jsonb))
+    evs := helix.unwritten_events(sid, step_no, COALESCE(p->'events', '[]'::jsonb))
         || CASE WHEN interrupted THEN jsonb_build_array(jsonb_build_object(
                 'type', 'interrupted', 'data', jsonb_build_object('step', step_no),
                 'key', run_no || '.' || step_no || '.interrupted'))

@@ -7,7 +7,7 @@ DECLARE
     fresh jsonb;
 BEGIN
     PERFORM 1 FROM helix.sessions WHERE id = sid FOR UPDATE;
-    fresh := helix.unwritten_events(sid, evs);
+    fresh := helix.unwritten_events(sid, step_no, evs);
     IF jsonb_array_length(fresh) > 0 THEN
         PERFORM helix.insert_events(sid, run_no, step_no, fresh);
     END IF;
