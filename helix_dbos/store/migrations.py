@@ -187,7 +187,7 @@ def _stale_functions(database_url: str, functions: list[Function], level: int) -
     """The functions :func:`migrate` would replace now."""
     with psycopg.connect(libpq_url(database_url)) as conn:
         exists = conn.execute("SELECT to_regclass('helix.schema_functions')").fetchone()
-        recorded = dict(_recorded_functions(conn)) if exists is not None and exists[0] is not None else {}
+        recorded = _recorded_functions(conn) if exists is not None and exists[0] is not None else {}
     return [f.name for f in functions if _needs_applying(f, recorded.get(f.name), level)]
 
 
@@ -220,7 +220,7 @@ def _apply_changed_functions(conn: psycopg.Connection, functions: list[Function]
     a worker of the previous release that migrates during a rolling deploy must not put its
     functions back. ``level`` is the last numbered migration this library knows."""
     conn.execute("SET LOCAL check_function_bodies = off")
-    recorded = dict(_recorded_functions(conn))
+    recorded = _recorded_functions(conn)
     replaced = []
     for function in functions:
         if not _needs_applying(function, recorded.get(function.name), level):
@@ -245,9 +245,10 @@ def _needs_applying(function: Function, recorded: tuple[str, int] | None, level:
     return checksum != function.checksum and written_at <= level
 
 
-def _recorded_functions(conn: psycopg.Connection) -> list[tuple[str, tuple[str, int]]]:
+def _recorded_functions(conn: psycopg.Connection) -> dict[str, tuple[str, int]]:
+    """Each applied function's checksum and the level of the library that applied it."""
     rows = conn.execute("SELECT name, checksum, level FROM helix.schema_functions")
-    return [(name, (checksum, level)) for name, checksum, level in rows]
+    return {name: (checksum, level) for name, checksum, level in rows}
 
 
 def _apply_pending(conn: psycopg.Connection, migrations: list[Migration]) -> list[int]:
