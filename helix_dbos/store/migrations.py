@@ -12,7 +12,9 @@ Two kinds of SQL file live in ``store/sql/``:
   of what changed and why.
 
 Functions go first, with ``check_function_bodies`` off, so a new install's triggers find
-them, and everything runs in one transaction: an upgrade lands whole or not at all.
+them; once the tables are there, each replaced function is created again with its body
+checked, so a broken file fails the migration instead of the first call. Everything runs
+in one transaction: an upgrade lands whole or not at all.
 Applying twice is a no-op, and two processes migrating at once serialize on a Postgres
 advisory lock::
 
@@ -119,6 +121,7 @@ def migrate(
                     _create_bookkeeping(conn)
                     replaced = _apply_changed_functions(conn, functions, schema_level(migrations))
                     applied = _apply_pending(conn, migrations)
+                    _check_bodies(conn, [f for f in functions if f.name in replaced])
                     conn.execute("SELECT helix.install_dbos_hooks()")
                 return Migrated(applied, replaced)
             finally:
@@ -234,6 +237,13 @@ def _apply_changed_functions(conn: psycopg.Connection, functions: list[Function]
         )
         replaced.append(function.name)
     return replaced
+
+
+def _check_bodies(conn: psycopg.Connection, functions: list[Function]) -> None:
+    """Create ``functions`` again with their bodies checked, now that the tables they use exist."""
+    conn.execute("SET LOCAL check_function_bodies = on")
+    for function in functions:
+        conn.execute(function.sql.encode())
 
 
 def _needs_applying(function: Function, recorded: tuple[str, int] | None, level: int) -> bool:
