@@ -6,14 +6,21 @@ peers' own workload and harness (../shared/peers/).
 One run = K model turns; each turn but the last asks for two tool calls (one appends to
 the state), the last answers; the model answers instantly. Each peer script prints
 microseconds per turn, Postgres commits per turn (``xact_commit`` of its database) and
-bytes per turn (growth of all its tables). The scripts run interleaved, ``--rounds``
+bytes per turn (growth of all its tables). Each runs from a copy that reads its counts
+after 11 s of quiet instead of 1 s (an idle backend reports its counts within 10 s), and
+takes out DBOS's idle polling, counted in 11 more seconds of quiet: so commits are every
+transaction of the runs, exactly, as ``bench.py`` counts them. The scripts run interleaved, ``--rounds``
 times, each on a fresh database of its own on the server of --database-url; the table
 shows medians. Pydantic AI runs with its tools as DBOS steps (``TOOLS_AS_STEPS=1``) and at
 K = 20 only (its default request limit is 50 turns).
 
 The peers' dependencies go into a virtualenv of their own (``$HELIX_PEERS_VENV``, default
 ``~/.cache/helix-peers``), created on first use; helix runs from this checkout's venv.
-``peer_helix.py`` is run from a copy with today's import of ``dbos_config``.
+``peer_helix.py`` is run from a copy with today's import of ``dbos_config``. helix's DBOS
+config turns off DBOS's ping before each use of a pooled connection
+(``helix_dbos.client.launcher.SYSTEM_DATABASE_ENGINE``); so that the comparison shows
+what that setting does and what helix does, Pydantic AI also runs a second time from a
+copy of its script with the same setting.
 """
 
 from __future__ import annotations
@@ -36,11 +43,12 @@ sys.path.insert(0, str(ROOT))
 from helix_dbos.database import libpq_url, render_url, resolve_database_url  # noqa: E402
 
 PEER_PACKAGES = ["pydantic-ai-slim[dbos]", "langgraph", "langgraph-checkpoint-postgres", "psycopg[binary,pool]"]
-FIGURES = re.compile(r"(\d+) us/turn, ([\d.]+) commits/turn, (-?\d+) bytes/turn")
+FIGURES = re.compile(r"(\d+) us/turn, (-?[\d.]+) commits/turn, (-?\d+) bytes/turn")
 RUNS = (  # label, script, K, environment, which python
     ("helix-dbos", "peer_helix.py", 20, {}, "helix"),
     ("helix-dbos", "peer_helix.py", 60, {}, "helix"),
     ("Pydantic AI + DBOS, tools as steps", "peer_pydantic_ai.py", 20, {"TOOLS_AS_STEPS": "1"}, "peers"),
+    ("  the same, DBOS without the ping", "peer_pydantic_ai_no_ping.py", 20, {"TOOLS_AS_STEPS": "1"}, "peers"),
     ("LangGraph + PostgresSaver", "peer_langgraph.py", 20, {}, "peers"),
     ("LangGraph + PostgresSaver", "peer_langgraph.py", 60, {}, "peers"),
 )
@@ -56,12 +64,40 @@ def peers_python() -> Path:
     return python
 
 
-def helix_peer_script(peers_dir: Path, into: Path) -> Path:
-    """``peer_helix.py`` with today's import path of ``dbos_config``."""
-    source = (peers_dir / "peer_helix.py").read_text()
-    fixed = source.replace("from helix_dbos.runtime.launch import dbos_config", "from helix_dbos import dbos_config")
-    target = into / "peer_helix.py"
-    target.write_text(fixed)
+EXACT_COUNTS = [  # every copy: counts read after 11 s of quiet, with DBOS's idle polling taken out
+    ("    time.sleep(1)\n    x0, b0 = stats()", "    time.sleep(11)\n    x0, b0 = stats()"),
+    (
+        "    time.sleep(1)\n    x1, b1 = stats()",
+        "    time.sleep(11)\n    x1, b1 = stats()\n"
+        "    time.sleep(11)\n    x1 -= (stats()[0] - x1) * (dt + 11) / 11  # commits of 11 s of quiet, per 11 s",
+    ),
+]
+COPIES = {  # the scripts run: copies of the peers' scripts, changed only where named: (peer's script, changes)
+    "peer_helix.py": (
+        "peer_helix.py", [("from helix_dbos.runtime.launch import dbos_config", "from helix_dbos import dbos_config")]
+    ),
+    "peer_pydantic_ai.py": ("peer_pydantic_ai.py", []),
+    "peer_pydantic_ai_no_ping.py": (
+        "peer_pydantic_ai.py",
+        [(
+            'cfg: DBOSConfig = {"name": "peer_pai", "system_database_url": DB}',
+            'cfg: DBOSConfig = {"name": "peer_pai", "system_database_url": DB, "db_engine_kwargs": {"pool_pre_ping": False}}',
+        )],
+    ),
+    "peer_langgraph.py": ("peer_langgraph.py", []),
+}
+
+
+def peer_copy(peers_dir: Path, into: Path, name: str) -> Path:
+    """The copy ``name`` of a peer's script (:data:`COPIES`, :data:`EXACT_COUNTS`), written into ``into``."""
+    source, changes = COPIES[name]
+    text = (peers_dir / source).read_text()
+    for old, new in [*changes, *EXACT_COUNTS]:
+        if old not in text:
+            raise RuntimeError(f"{source} no longer has {old!r}, which {name} changes")
+        text = text.replace(old, new)
+    target = into / name
+    target.write_text(text)
     return target
 
 
@@ -97,10 +133,10 @@ def run(server_url: str, peers_dir: Path, rounds: int) -> list[tuple[str, int, t
     pythons = {"helix": Path(sys.executable), "peers": peers_python()}
     samples: dict[int, list[tuple[float, ...]]] = {n: [] for n in range(len(RUNS))}
     with tempfile.TemporaryDirectory() as tmp:
-        scripts = {"peer_helix.py": helix_peer_script(peers_dir, Path(tmp))}
+        scripts = {name: peer_copy(peers_dir, Path(tmp), name) for name in COPIES}
         for _ in range(rounds):
             for n, (_, script, turns, env, python) in enumerate(RUNS):
-                path = scripts.get(script, peers_dir / script)
+                path = scripts[script]
                 samples[n].append(run_once(path, pythons[python], server_url, turns, env))
     return [
         (label, turns, tuple(statistics.median(s[i] for s in samples[n]) for i in range(3)))  # type: ignore[misc]

@@ -44,21 +44,37 @@ def application_version(app_name: str, version: str = "1") -> str:
     return f"{app_name}-{version}+helix{WORKFLOW_PROTOCOL_VERSION}"
 
 
+SYSTEM_DATABASE_ENGINE: dict[str, Any] = {"pool_pre_ping": False}
+"""What :func:`dbos_config` sets of DBOS's system-database engine: no ping before each
+use of a pooled connection. DBOS retries each of its system-database operations on a
+connection error (its ``db_retry``: a dead connection fails the operation, SQLAlchemy
+drops the pool's connections, DBOS runs the operation again on a new one after a second),
+so the ping only costs every DBOS operation a round trip and a transaction of its own:
+on the benchmark's workload a turn makes 12.5 commits with it and 7.8 without."""
+
+
 def dbos_config(
     database_url: str, *, name: str = DEFAULT_APP_NAME, version: str = "1", **overrides: Any
 ) -> dict[str, Any]:
-    """A DBOS config on ``database_url`` with a stable, app-unique application version and
+    """A DBOS config on ``database_url`` with a stable, app-unique application version,
     DBOS's portable JSON serializer, so every checkpoint is readable JSON and nothing is
-    ever unpickled (your own workflows and steps then take and return JSON values).
+    ever unpickled (your own workflows and steps then take and return JSON values), and
+    a system-database engine that does not ping before each use (:data:`SYSTEM_DATABASE_ENGINE`).
 
-    ``overrides`` are any other DBOS config keys (``executor_id``, ``log_level``, ...).
+    ``overrides`` are any other DBOS config keys (``executor_id``, ``log_level``, ...);
+    ``db_engine_kwargs`` is merged over helix's::
+
+        >>> dbos_config(url, db_engine_kwargs={"pool_size": 40})["db_engine_kwargs"]   # doctest: +SKIP
+        {'pool_pre_ping': False, 'pool_size': 40}
     """
+    engine = {**SYSTEM_DATABASE_ENGINE, **(overrides.pop("db_engine_kwargs", None) or {})}
     config: dict[str, Any] = {
         "name": name,
         "system_database_url": database_url,
         "application_version": application_version(name, version),
         "serializer": DBOSPortableJSONSerializer(),
         "log_level": "WARNING",
+        "db_engine_kwargs": engine,
     }
     config.update(overrides)
     return config

@@ -1,0 +1,56 @@
+"""helix's DBOS config does not ping DBOS's pooled connections before each use
+(``helix_dbos.client.launcher.SYSTEM_DATABASE_ENGINE``): DBOS runs a system-database
+operation again when its connection turns out dead. So a run whose process loses every
+connection to the database in the middle of a step still completes, each of its steps
+committed once. tests/faults/ kill connections every 50 ms and restart the server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, rows, text, unique, use_model
+
+from helix_dbos import define_agent
+from helix_dbos.client.launcher import dbos_config
+from helix_dbos.database import libpq_url
+
+
+def terminate_other_backends(url: str) -> int:
+    """End every other connection to the test's own database; how many there were."""
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()[0]
+
+
+def test_the_config_turns_the_ping_off_and_takes_the_apps_engine_settings_over_it() -> None:
+    url = "postgresql://postgres@127.0.0.1:5432/app"
+
+    assert dbos_config(url)["db_engine_kwargs"] == {"pool_pre_ping": False}
+    assert dbos_config(url, db_engine_kwargs={"pool_size": 40})["db_engine_kwargs"] == {
+        "pool_pre_ping": False,
+        "pool_size": 40,
+    }
+    assert dbos_config(url, db_engine_kwargs={"pool_pre_ping": True})["db_engine_kwargs"] == {"pool_pre_ping": True}
+
+
+def test_a_run_whose_connections_all_die_mid_step_completes_with_each_step_once(
+    executor: Any, database_url: str
+) -> None:
+    gate = Gate()
+    agent = define_agent(unique("connections-die"), tools=[gate.tool()])
+    use_model(executor, calls(call("g1", "wait_here")), text("end"))
+    handle = executor.execute(agent, "go")
+    gate.wait_entered()
+
+    killed = terminate_other_backends(database_url)  # DBOS's pooled connections among them
+    gate.open()
+    result = handle.result(timeout=RESULT_TIMEOUT)
+
+    assert killed > 0
+    assert (result.status, result.output, result.step_count) == ("completed", "end", 2)
+    assert gate.calls == 1
+    stored = rows(executor, "SELECT message->>'role' AS role FROM helix.messages WHERE session_id = :s ORDER BY seq", s=handle.session_id)
+    assert [r["role"] for r in stored] == ["user", "assistant", "tool", "assistant"]
