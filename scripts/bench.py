@@ -116,13 +116,13 @@ async def _empty_step() -> None:
 
 def floor_workflow_factory(executor: DBOSAgentExecutor) -> Any:
     """helix's call shape with empty bodies: a datasource transaction to begin the run, then
-    per turn an ``llm`` step, two tool steps in parallel and one plain transaction (the
-    step commit, which is no DBOS operation)."""
+    per turn an ``llm`` step, two tool steps in parallel and one autocommit statement on
+    the step commit's engine (the step commit, which is no DBOS operation)."""
     empty_tx = executor.runtime.datasource.transaction(name="floor_tx", isolation_level="READ COMMITTED")(lambda: None)
-    engine = executor.runtime.engine
+    statements = executor.runtime.statements  # the step commit's engine: one autocommit statement
 
     def plain_commit() -> None:
-        with engine.begin() as conn:
+        with statements.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
 
     @DBOS.workflow(name="bench_floor")
