@@ -50,7 +50,7 @@ use of a pooled connection. DBOS retries each of its system-database operations 
 connection error (its ``db_retry``: a dead connection fails the operation, SQLAlchemy
 drops the pool's connections, DBOS runs the operation again on a new one after a second),
 so the ping only costs every DBOS operation a round trip and a transaction of its own:
-on the benchmark's workload a turn makes 12.5 commits with it and 7.8 without."""
+on the benchmark's workload a turn makes 13.7 commits with it and 7.5 without."""
 
 
 def dbos_config(
