@@ -162,6 +162,21 @@ def test_a_keyed_write_reads_the_same_few_pages_however_long_the_stream(executor
     assert long <= short + 10, f"{long} pages read at 2,000 events against {short} at a few"
 
 
+def test_the_functions_every_step_calls_keep_their_plans_on_the_connection(executor):
+    """A SQL-language function whose body reads a table is planned again by every statement
+    that calls it (``helix.unwritten_events`` took 0.32 ms a call so, 0.13 ms as plpgsql);
+    the functions each step calls, in DBOS's checkpoint transactions and in the step
+    commit, are plpgsql, whose plans stay on the connection (store/sql/functions/)."""
+    per_step = ["commit_step", "write_carried_events", "insert_unwritten_events", "unwritten_events", "insert_events"]
+    found = rows(
+        executor,
+        "SELECT p.proname, l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang"
+        " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'helix' AND p.proname = ANY(:names)",
+        names=per_step,
+    )
+    assert {r["proname"]: r["lanname"] for r in found} == dict.fromkeys(per_step, "plpgsql")
+
+
 def test_carried_events_leave_the_session_row_alone_and_the_next_writer_numbers_after_them(executor):
     use_model(executor, text("done"))
     handle = executor.execute(define_agent(unique("tip")), "go")
