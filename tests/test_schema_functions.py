@@ -180,15 +180,16 @@ def test_a_failing_migration_applies_nothing(make_database: Callable[[], str]) -
 
 
 def test_a_function_file_that_does_not_compile_fails_the_migration(make_database: Callable[[], str]) -> None:
-    """Bodies are checked once the tables exist: a typo fails ``migrate``, not a run."""
+    """Bodies are checked once the tables exist (a SQL function's references, a plpgsql
+    function's statements): a typo fails ``migrate``, not a run."""
     url = make_database()
     migrate(url, migrations=MIGRATIONS[:-1])
     typo = [
-        Function(f.name, f.sql.replace("FROM helix.events", "FROM helix.eventz", 1)) if f.name == "last_event_seq" else f
+        Function(f.name, f.sql.replace("ORDER BY seq DESC", "ORDER BY seq DESK", 1)) if f.name == "last_event_seq" else f
         for f in edited("insert_events", "never applied")
     ]
 
-    with pytest.raises(DatabaseError, match="eventz"):
+    with pytest.raises(DatabaseError, match="DESK"):
         migrate(url, functions=typo)
 
     assert "-- never applied" not in function_source(url, "insert_events")
