@@ -19,12 +19,12 @@ BEGIN
     CREATE OR REPLACE TRIGGER helix_refuse_pickled_message
         BEFORE INSERT ON dbos.notifications
         FOR EACH ROW WHEN (NEW.topic LIKE 'helix.%' AND NEW.serialization IS DISTINCT FROM 'portable_json')
-        EXECUTE FUNCTION helix.refuse_pickled_message();
+        EXECUTE FUNCTION helix.refuse_pickled('messages to helix topics must be portable JSON');
     CREATE OR REPLACE TRIGGER helix_refuse_pickled_run
         BEFORE INSERT ON dbos.workflow_status
         FOR EACH ROW WHEN (NEW.name IN ('helix_agent_run', 'helix_await_answers')
                            AND NEW.serialization IS DISTINCT FROM 'portable_json')
-        EXECUTE FUNCTION helix.refuse_pickled_run();
+        EXECUTE FUNCTION helix.refuse_pickled('helix_agent_run takes portable JSON input');
     CREATE OR REPLACE TRIGGER helix_write_carried_events
         BEFORE INSERT ON dbos.operation_outputs
         FOR EACH ROW WHEN (NEW.serialization = 'portable_json' AND strpos(left(NEW.output, 24), '"helix_events"') > 0)
