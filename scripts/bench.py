@@ -142,7 +142,8 @@ def floor_workflow_factory(executor: DBOSAgentExecutor) -> Any:
 
 ROW_BYTES_SQL = """
 SELECT (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.messages t WHERE session_id = %(s)s)
-     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.events t WHERE session_id = %(s)s)
+     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.stream t
+         WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s))
      + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.state_patches t WHERE session_id = %(s)s)
      + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.state_snapshots t WHERE session_id = %(s)s)
      + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.usage t WHERE session_id = %(s)s)

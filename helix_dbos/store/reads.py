@@ -32,6 +32,10 @@ _SESSION_COLUMNS = (
     " stop_reason, interrupt_requested, parent_session_id, parent_tool_call_id, root_session_id,"
     " created_at, updated_at"
 )
+_SESSION_NUM = "session_num = (SELECT num FROM helix.sessions WHERE id = :id)"
+"""The stream's rows of session ``:id`` (helix.stream names sessions by number, store/sql/016).
+Through the ``helix.events`` view, a range of seqs in order would be sorted: Postgres does
+not see that one id is one session."""
 
 
 def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | None:
@@ -205,7 +209,7 @@ def answers(conn: sa.Connection, session_id: str) -> list[AnswerRecord]:
 def forked_from(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
     """``{"session_id", "step"}`` of the session a fork was made from, or None."""
     data = conn.execute(
-        sa.text("SELECT data FROM helix.events WHERE session_id = :id AND type = 'forked' ORDER BY seq LIMIT 1"),
+        sa.text(f"SELECT data FROM helix.stream WHERE {_SESSION_NUM} AND type = 'forked' ORDER BY seq LIMIT 1"),
         {"id": session_id},
     ).scalar()
     return {"session_id": data["source_session_id"], "step": data["from_step"]} if data else None
@@ -245,13 +249,16 @@ def find_pending_under_root(conn: sa.Connection, root_session_id: str, tool_call
     return PendingToolCall.model_validate(dict(rows[0])) if len(rows) == 1 else None
 
 
+EVENTS_AFTER = sa.text(
+    "SELECT CAST(:id AS text) AS session_id, seq, run, step, type, data, created_at, key FROM helix.stream"
+    f" WHERE {_SESSION_NUM} AND seq > :after ORDER BY seq LIMIT :limit"
+)
+"""A range of the stream: read along ``stream_pkey`` from ``:after``, never sorted."""
+
+
 def events_after(conn: sa.Connection, session_id: str, after_seq: int, limit: int = 1000) -> list[EventRecord]:
-    rows = conn.execute(
-        sa.text(
-            "SELECT * FROM helix.events WHERE session_id = :id AND seq > :after ORDER BY seq LIMIT :limit"
-        ),
-        {"id": session_id, "after": after_seq, "limit": limit},
-    ).mappings()
+    """Up to ``limit`` events of the session's stream after ``after_seq``, in order."""
+    rows = conn.execute(EVENTS_AFTER, {"id": session_id, "after": after_seq, "limit": limit}).mappings()
     return [EventRecord.model_validate(dict(r)) for r in rows]
 
 

@@ -23,10 +23,11 @@ FINISHED_STATUSES = ("completed", "failed", "aborted")
 """Statuses of a session that is done; an ``interrupted`` one waits to be resumed and stays."""
 
 _TABLES = (
-    "tool_call_answers", "pending_tool_calls", "tool_outcomes", "events", "usage",
+    "tool_call_answers", "pending_tool_calls", "tool_outcomes", "usage",
     "messages", "state_patches", "state_snapshots", "runs", "companion_notices", "companions",
 )
-"""Every helix table with a ``session_id``, in an order that keeps foreign keys valid."""
+"""Every helix table with a ``session_id``, in an order that keeps foreign keys valid (the
+stream, ``helix.stream``, names its sessions by number)."""
 
 
 class Cutoff(BaseModel):
@@ -99,6 +100,11 @@ def tree_workflow_ids(conn: sa.Connection, roots: list[str]) -> list[str]:
 def delete_trees(conn: sa.Connection, roots: list[str]) -> int:
     """Delete every helix row of the trees of ``roots``; returns how many sessions went."""
     tree = "SELECT id FROM helix.sessions WHERE root_session_id = ANY (:roots)"
+    conn.execute(
+        sa.text("DELETE FROM helix.stream WHERE session_num IN"
+                " (SELECT num FROM helix.sessions WHERE root_session_id = ANY (:roots))"),
+        {"roots": roots},
+    )
     for table in _TABLES:
         conn.execute(sa.text(f"DELETE FROM helix.{table} WHERE session_id IN ({tree})"), {"roots": roots})
     deleted = conn.execute(sa.text("DELETE FROM helix.sessions WHERE root_session_id = ANY (:roots)"), {"roots": roots})

@@ -138,7 +138,7 @@ def test_a_step_commit_leaves_updated_at_alone_and_the_runs_last_commit_moves_it
 
 
 def test_a_keyed_write_reads_the_same_few_pages_however_long_the_stream(executor):
-    """``helix.unwritten_events`` looks each key up in ``events_step_key_idx``: checking
+    """``helix.unwritten_events`` looks each key up in ``stream_step_key_idx``: checking
     three keys reads a handful of pages, not the session's whole stream (store/sql/012, 014)."""
     use_model(executor, text("done"))
     handle = executor.execute(define_agent(unique("long-stream")), "go")
@@ -148,7 +148,10 @@ def test_a_keyed_write_reads_the_same_few_pages_however_long_the_stream(executor
 
     def pages_read() -> int:
         """Pages the check reads, the second time on a connection (the first also plans it)."""
-        explain = sa.text("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT helix.unwritten_events(:s, 1, CAST(:e AS jsonb))")
+        explain = sa.text(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)"
+            " SELECT helix.unwritten_events(s.num, 1, CAST(:e AS jsonb)) FROM helix.sessions s WHERE s.id = :s"
+        )
         with executor.engine.connect() as conn:
             plans = [conn.execute(explain, {"s": sid, "e": keys}).scalar_one() for _ in range(2)]
         top = plans[-1][0]["Plan"]

@@ -5,10 +5,16 @@
 CREATE OR REPLACE FUNCTION helix.append_events_once(sid text, run_no integer, step_no integer, evs jsonb)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
-    n integer := helix.insert_unwritten_events(sid, run_no, step_no, evs);
+    snum bigint;
+    n integer;
 BEGIN
+    SELECT num INTO snum FROM helix.sessions WHERE id = sid FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'helix: session % does not exist', sid USING ERRCODE = 'no_data_found';
+    END IF;
+    n := helix.insert_unwritten_events(snum, run_no, step_no, evs);
     IF n > 0 THEN
-        UPDATE helix.sessions SET event_seq = helix.last_event_seq(sid) WHERE id = sid;
+        UPDATE helix.sessions SET event_seq = helix.last_event_seq(snum) WHERE num = snum;
     END IF;
     RETURN n;
 END;

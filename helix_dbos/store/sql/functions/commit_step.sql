@@ -36,20 +36,20 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'helix: session % does not exist', sid USING ERRCODE = 'no_data_found';
     END IF;
-    IF EXISTS (SELECT 1 FROM helix.events
-                WHERE session_id = sid AND step = step_no AND key = run_no || '.' || step_no || '.step_finish') THEN
+    IF EXISTS (SELECT 1 FROM helix.stream
+                WHERE session_num = cur.num AND step = step_no AND key = run_no || '.' || step_no || '.step_finish') THEN
         RETURN jsonb_build_object('interrupted', EXISTS (
-            SELECT 1 FROM helix.events
-             WHERE session_id = sid AND step = step_no AND key = run_no || '.' || step_no || '.interrupted'),
+            SELECT 1 FROM helix.stream
+             WHERE session_num = cur.num AND step = step_no AND key = run_no || '.' || step_no || '.interrupted'),
             'replayed', true);
     END IF;
     IF cur.step_count <> step_no - 1 OR cur.status NOT IN ('active', 'awaiting_approval', 'awaiting_client_tool') THEN
         RETURN jsonb_build_object('refused', cur.status, 'step_count', cur.step_count);
     END IF;
     interrupted := cur.interrupt_requested AND term IS NULL;
-    last_seq := helix.last_event_seq(sid);
+    last_seq := helix.last_event_seq(cur.num);
     -- Only the events no earlier write of this step put in the stream (by key).
-    evs := helix.unwritten_events(sid, step_no, COALESCE(p->'events', '[]'::jsonb))
+    evs := helix.unwritten_events(cur.num, step_no, COALESCE(p->'events', '[]'::jsonb))
         || CASE WHEN interrupted THEN jsonb_build_array(jsonb_build_object(
                 'type', 'interrupted', 'data', jsonb_build_object('step', step_no),
                 'key', run_no || '.' || step_no || '.interrupted'))
@@ -96,8 +96,8 @@ BEGIN
 
     -- seqs continue from the stream's last, read under the row lock;
     -- the next step's step_start, last, belongs to that step
-    INSERT INTO helix.events (session_id, seq, run, step, type, data, key)
-    SELECT sid, last_seq + t.ord, run_no, step_no + (t.ord > n_own)::integer, t.e->>'type',
+    INSERT INTO helix.stream (session_num, seq, run, step, type, data, key)
+    SELECT cur.num, last_seq + t.ord, run_no, step_no + (t.ord > n_own)::integer, t.e->>'type',
            COALESCE(t.e->'data', '{}'::jsonb), t.e->>'key'
     FROM jsonb_array_elements(evs) WITH ORDINALITY AS t(e, ord);
 

@@ -11,12 +11,14 @@ CREATE OR REPLACE FUNCTION helix.write_carried_events() RETURNS trigger LANGUAGE
 DECLARE
     output jsonb := NEW.output::jsonb;
     carried jsonb := output->'helix_events';
+    snum bigint;
 BEGIN
     IF jsonb_typeof(carried) IS DISTINCT FROM 'object' THEN
         RETURN NEW;  -- not a helix step's output after all: saved as it came
     END IF;
-    IF EXISTS (SELECT 1 FROM helix.sessions WHERE id = carried->>'session_id') THEN
-        PERFORM helix.insert_unwritten_events(carried->>'session_id', (carried->>'run')::integer,
+    SELECT num INTO snum FROM helix.sessions WHERE id = carried->>'session_id' FOR UPDATE;
+    IF FOUND THEN
+        PERFORM helix.insert_unwritten_events(snum, (carried->>'run')::integer,
                                               (carried->>'step')::integer, carried->'events');
     END IF;
     NEW.output := (output - 'helix_events')::text;

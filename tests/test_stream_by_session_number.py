@@ -1,0 +1,111 @@
+"""The stream's rows name their session by number (``helix.stream``, store/sql/016);
+``helix.events`` shows them with the session's id. An upgrade moves a stream as it was,
+and helix reads a range of it along its key, never sorted. Against a real Postgres."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from helix_dbos.database import libpq_url
+from helix_dbos.store import reads
+from helix_dbos.store.engine import create_engine
+from helix_dbos.store.migrations import load_migrations, migrate
+
+BEFORE_NUMBERS = load_migrations()[:15]
+"""The migrations up to 015, whose helix.events was a table keyed by session id."""
+
+OLD_ROWS = [  # session, seq, run, step, type, data, key
+    ("s-one", 1, 1, 0, "run_start", {"run": 1}, None),
+    ("s-one", 2, 1, 1, "step_start", {"step": 1}, "1.1.step_start"),
+    ("s-one", 3, 1, 1, "text", {"content": "hi"}, "1.1.text"),
+    ("s-two", 1, 1, 1, "step_start", {"step": 1}, "1.1.step_start"),
+]
+
+
+def events_view(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    rows = conn.execute("SELECT session_id, seq, run, step, type, data, key FROM helix.events ORDER BY 1, 2")
+    return [tuple(r) for r in rows]
+
+
+def append_once(conn: psycopg.Connection[Any], session: str, step: int, key: str) -> int:
+    evs = json.dumps([{"type": "custom", "data": {"k": key}, "key": key}])
+    [(written,)] = conn.execute("SELECT helix.append_events_once(%s, 1, %s, %s::jsonb)", (session, step, evs))
+    return int(written)
+
+
+def node_types(plan: dict[str, Any]) -> set[str]:
+    """Every node type of an EXPLAIN (FORMAT JSON) plan."""
+    return {plan["Node Type"]}.union(*(node_types(p) for p in plan.get("Plans", [])))
+
+
+def test_an_upgrade_moves_the_stream_as_it_was_and_numbering_goes_on(make_database: Callable[[], str]) -> None:
+    url = make_database()
+    migrate(url, migrations=BEFORE_NUMBERS)
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        for session in ("s-one", "s-two"):
+            conn.execute(
+                "INSERT INTO helix.sessions (id, agent_name, root_session_id, event_seq) VALUES (%s, 'a', %s, %s)",
+                (session, session, max(r[1] for r in OLD_ROWS if r[0] == session)),
+            )
+        # the rows as the earlier release wrote them; its triggers' functions are today's
+        conn.execute("ALTER TABLE helix.events DISABLE TRIGGER USER")
+        for session, seq, run, step, kind, data, key in OLD_ROWS:
+            conn.execute(
+                "INSERT INTO helix.events (session_id, seq, run, step, type, data, key) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (session, seq, run, step, kind, json.dumps(data), key),
+            )
+
+    assert migrate(url).versions == [16]
+
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        assert events_view(conn) == [(s, q, r, t, k, d, key) for s, q, r, t, k, d, key in OLD_ROWS]
+        assert append_once(conn, "s-one", 1, "1.1.text") == 0, "a key written before the upgrade is still known"
+        assert append_once(conn, "s-one", 2, "1.2.custom") == 1
+        [(seq, event_seq)] = conn.execute(
+            "SELECT e.seq, s.event_seq FROM helix.events e JOIN helix.sessions s ON s.id = e.session_id"
+            " WHERE e.key = '1.2.custom'"
+        ).fetchall()
+        assert (seq, event_seq) == (4, 4)
+        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
+            conn.execute(
+                "INSERT INTO helix.events (session_id, seq, run, step, type, data) VALUES ('s-two', 2, 1, 1, 'x', '{}')"
+            )
+
+
+def test_appending_to_a_session_that_does_not_exist_says_so(make_database: Callable[[], str]) -> None:
+    url = make_database()
+    migrate(url)
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.NoDataFound, match="session nobody does not exist"):
+            append_once(conn, "nobody", 1, "1.1.x")
+
+
+def test_a_range_of_a_long_stream_is_read_along_its_key_without_a_sort(make_database: Callable[[], str]) -> None:
+    url = make_database()
+    migrate(url)
+    many = json.dumps([{"type": "custom", "data": {"i": i}, "key": f"1.1.k{i}"} for i in range(2000)])
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for session in ("before", "long", "after"):  # neighbours in the key, on both sides
+                conn.execute(
+                    sa.text("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES (:s, 'a', :s)"),
+                    {"s": session},
+                )
+                conn.execute(sa.text("SELECT helix.append_events_once(:s, 1, 1, CAST(:e AS jsonb))"), {"s": session, "e": many})
+        with engine.connect() as conn:
+            conn.execute(sa.text("ANALYZE helix.stream"))
+            params = {"id": "long", "after": 1990, "limit": 5}
+            plan = conn.execute(sa.text(f"EXPLAIN (FORMAT JSON) {reads.EVENTS_AFTER.text}"), params).scalar_one()
+            got = reads.events_after(conn, "long", 1990, 5)
+    finally:
+        engine.dispose()
+
+    assert [(e.session_id, e.seq, e.data) for e in got] == [("long", s, {"i": s - 1}) for s in range(1991, 1996)]
+    assert "Sort" not in node_types(plan[0]["Plan"]), plan
