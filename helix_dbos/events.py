@@ -1,7 +1,8 @@
 """The events of a session's durable stream: one discriminated union, :data:`Event`.
 
-The runtime writes them (``helix.events``: a ``type`` column and a ``data`` jsonb of the
-other fields), streams and the CLI read them back, and each says what it is in one line::
+The runtime writes them (``helix.stream``, shown by the view ``helix.events``: a ``type``
+column and a ``data`` jsonb of the other fields), streams and the CLI read them back, and
+each says what it is in one line::
 
     >>> event = ToolCallEvent(tool_call_id="t1", tool_name="search", input={"q": "dbos"})
     >>> event.to_row()
@@ -38,7 +39,7 @@ class _Event(BaseModel):
     ends_run: ClassVar[bool] = False
 
     def to_row(self) -> dict[str, Any]:
-        """``{"type", "data"}`` as written to ``helix.events``."""
+        """``{"type", "data"}`` as written to the stream."""
         return {"type": self.type, "data": self.model_dump(mode="json", exclude={"type"})}
 
     def summary(self) -> str:

@@ -141,12 +141,12 @@ def floor_workflow_factory(executor: DBOSAgentExecutor) -> Any:
 # --- measurement --------------------------------------------------------------------------
 
 ROW_BYTES_SQL = """
-SELECT (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.messages t WHERE session_id = %(s)s)
-     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.stream t
-         WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s))
-     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.state_patches t WHERE session_id = %(s)s)
+WITH s AS (SELECT num FROM helix.sessions WHERE id = %(s)s)
+SELECT (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.transcript t, s WHERE session_num = s.num)
+     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.stream t, s WHERE session_num = s.num)
+     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.state_log t, s WHERE session_num = s.num)
      + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.state_snapshots t WHERE session_id = %(s)s)
-     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.usage t WHERE session_id = %(s)s)
+     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.usage_log t, s WHERE session_num = s.num)
      + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM dbos.operation_outputs t WHERE workflow_uuid = %(w)s)
 """
 

@@ -1,6 +1,7 @@
-"""The stream's rows name their session by number (``helix.stream``, store/sql/016);
-``helix.events`` shows them with the session's id. An upgrade moves a stream as it was,
-and helix reads a range of it along its key, never sorted. Against a real Postgres."""
+"""The rows a step writes name their session by number (store/sql/016: ``helix.stream``;
+017: ``transcript``, ``state_log``, ``usage_log``); views by the old names show them with
+the session's id. An upgrade moves the rows as they were, and helix reads a range of the
+stream along its key, never sorted. Against a real Postgres."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from helix_dbos.store.engine import create_engine
 from helix_dbos.store.migrations import load_migrations, migrate
 
 BEFORE_NUMBERS = load_migrations()[:15]
-"""The migrations up to 015, whose helix.events was a table keyed by session id."""
+"""The migrations up to 015, whose tables were keyed by session id."""
 
 OLD_ROWS = [  # session, seq, run, step, type, data, key
     ("s-one", 1, 1, 0, "run_start", {"run": 1}, None),
@@ -61,7 +62,7 @@ def test_an_upgrade_moves_the_stream_as_it_was_and_numbering_goes_on(make_databa
                 (session, seq, run, step, kind, json.dumps(data), key),
             )
 
-    assert migrate(url).versions == [16]
+    assert migrate(url).versions == [16, 17]
 
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         assert events_view(conn) == [(s, q, r, t, k, d, key) for s, q, r, t, k, d, key in OLD_ROWS]
@@ -109,3 +110,74 @@ def test_a_range_of_a_long_stream_is_read_along_its_key_without_a_sort(make_data
 
     assert [(e.session_id, e.seq, e.data) for e in got] == [("long", s, {"i": s - 1}) for s in range(1991, 1996)]
     assert "Sort" not in node_types(plan[0]["Plan"]), plan
+
+
+def test_an_upgrade_moves_transcript_state_and_usage_as_they_were(make_database: Callable[[], str]) -> None:
+    url = make_database()
+    migrate(url, migrations=BEFORE_NUMBERS)
+    views = {
+        "messages": "SELECT session_id, seq, run, step, message FROM helix.messages ORDER BY 1, 2",
+        "state_patches": "SELECT session_id, step, part, run, patch, created_at FROM helix.state_patches ORDER BY 1, 2, 3",
+        "usage": "SELECT id, session_id, run, step, source, name, input_tokens, output_tokens, total_tokens, cost_usd,"
+        " ms, success, created_at FROM helix.usage ORDER BY id",
+    }
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        for session in ("s-one", "s-two"):
+            conn.execute("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES (%s, 'a', %s)", (session, session))
+            conn.execute(
+                "INSERT INTO helix.messages (session_id, seq, run, step, message) VALUES"
+                " (%(s)s, 0, 1, 0, '{\"role\": \"user\", \"content\": \"hi\"}'),"
+                " (%(s)s, 1, 1, 1, '{\"role\": \"assistant\", \"content\": \"yes\"}')", {"s": session},
+            )
+            conn.execute(
+                "INSERT INTO helix.state_patches (session_id, step, part, run, patch) VALUES"
+                " (%(s)s, 1, 0, 1, '[{\"op\": \"add\", \"path\": \"/n\", \"value\": 1}]'), (%(s)s, 1, 1, 1, '[]')",
+                {"s": session},
+            )
+            conn.execute(
+                "INSERT INTO helix.usage (session_id, run, step, source, name, input_tokens, total_tokens, cost_usd)"
+                " VALUES (%(s)s, 1, 1, 'llm', 'm', 10, 12, 0.5), (%(s)s, 1, 1, 'tool', 't', 0, 0, NULL)",
+                {"s": session},
+            )
+        before = {name: [tuple(r) for r in conn.execute(sql)] for name, sql in views.items()}
+
+    migrate(url)
+
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        assert {name: [tuple(r) for r in conn.execute(sql)] for name, sql in views.items()} == before
+        conn.execute(
+            "INSERT INTO helix.usage_log (session_num, run, step, source, name) SELECT num, 2, 2, 'llm', 'm'"
+            " FROM helix.sessions WHERE id = 's-one'"
+        )
+        [(new_id,)] = conn.execute("SELECT max(id) FROM helix.usage").fetchall()
+        assert new_id == max(row[0] for row in before["usage"]) + 1, "usage ids go on after the moved rows"
+
+
+EARLIER_RELEASE_WRITES = [  # verbatim, as store/writes.py of the release before 016 ran them
+    "WITH s AS (UPDATE helix.sessions SET message_count = message_count + jsonb_array_length(CAST(%(m)s AS jsonb))"
+    "  WHERE id = %(id)s RETURNING message_count),"
+    " ins AS (INSERT INTO helix.messages (session_id, seq, run, step, message)"
+    "  SELECT %(id)s, (SELECT message_count FROM s) - jsonb_array_length(CAST(%(m)s AS jsonb)) + t.ord - 1,"
+    "   %(run)s, %(step)s, t.msg FROM jsonb_array_elements(CAST(%(m)s AS jsonb)) WITH ORDINALITY AS t(msg, ord))"
+    " SELECT message_count FROM s",
+    "INSERT INTO helix.state_patches (session_id, step, part, run, patch) VALUES (%(id)s, %(step)s, 1, %(run)s, %(p)s)",
+]
+
+
+def test_a_worker_of_the_earlier_release_still_writes_messages_and_patches(make_database: Callable[[], str]) -> None:
+    """During a rolling deploy, workers of the release before 016 run against the new schema."""
+    url = make_database()
+    migrate(url)
+    params = {"id": "s-old", "run": 1, "step": 1, "m": '[{"role": "user", "content": "hi"}]', "p": "[]"}
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES ('s-old', 'a', 's-old')")
+        for sql in EARLIER_RELEASE_WRITES:
+            conn.execute(sql, params)
+        assert conn.execute("SELECT seq, message FROM helix.messages WHERE session_id = 's-old'").fetchall() == [
+            (0, {"role": "user", "content": "hi"})
+        ]
+        assert conn.execute("SELECT step, part, patch FROM helix.state_patches WHERE session_id = 's-old'").fetchall() == [
+            (1, 1, [])
+        ]
+        with pytest.raises(psycopg.errors.ForeignKeyViolation, match="session nobody does not exist"):
+            conn.execute(EARLIER_RELEASE_WRITES[1], {**params, "id": "nobody"})

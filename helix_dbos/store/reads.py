@@ -32,10 +32,18 @@ _SESSION_COLUMNS = (
     " stop_reason, interrupt_requested, parent_session_id, parent_tool_call_id, root_session_id,"
     " created_at, updated_at"
 )
-_SESSION_NUM = "session_num = (SELECT num FROM helix.sessions WHERE id = :id)"
-"""The stream's rows of session ``:id`` (helix.stream names sessions by number, store/sql/016).
-Through the ``helix.events`` view, a range of seqs in order would be sorted: Postgres does
-not see that one id is one session."""
+
+
+def session_num(param: str = "id") -> str:
+    """SQL for the number of session ``:param``. The tables a step writes to (``helix.stream``,
+    ``transcript``, ``state_log``, ``usage_log``) name their sessions by it (store/sql/016,
+    017); read them by number, not through their views by id (``helix.events`` and the
+    others), where a range of a session's rows in order is sorted: Postgres does not see
+    that one id is one session."""
+    return f"(SELECT num FROM helix.sessions WHERE id = :{param})"
+
+
+_SESSION_NUM = f"session_num = {session_num()}"
 
 
 def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | None:
@@ -92,7 +100,7 @@ def load_messages(conn: sa.Connection, session_id: str, before_seq: int | None =
     """The transcript in order; only messages with ``seq < before_seq`` when given."""
     rows = conn.execute(
         sa.text(
-            "SELECT message FROM helix.messages WHERE session_id = :id"
+            f"SELECT message FROM helix.transcript WHERE {_SESSION_NUM}"
             " AND (CAST(:before AS integer) IS NULL OR seq < :before) ORDER BY seq"
         ),
         {"id": session_id, "before": before_seq},
@@ -104,8 +112,8 @@ def load_messages_since_last_assistant(conn: sa.Connection, session_id: str) -> 
     """The tail of the transcript from its last assistant message on (for the finish heal)."""
     rows = conn.execute(
         sa.text(
-            "SELECT message FROM helix.messages WHERE session_id = :id AND seq >= COALESCE("
-            " (SELECT max(seq) FROM helix.messages WHERE session_id = :id AND message->>'role' = 'assistant'), 0)"
+            f"SELECT message FROM helix.transcript WHERE {_SESSION_NUM} AND seq >= COALESCE("
+            f" (SELECT max(seq) FROM helix.transcript WHERE {_SESSION_NUM} AND message->>'role' = 'assistant'), 0)"
             " ORDER BY seq"
         ),
         {"id": session_id},
@@ -128,7 +136,7 @@ def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None)
     state: dict[str, Any] = snap[1]
     patches = conn.execute(
         sa.text(
-            "SELECT patch FROM helix.state_patches WHERE session_id = :id AND step > :from"
+            f"SELECT patch FROM helix.state_log WHERE {_SESSION_NUM} AND step > :from"
             " AND (CAST(:at AS integer) IS NULL OR step <= :at) ORDER BY step, part"
         ),
         {"id": session_id, "from": snap[0], "at": at_step},
@@ -188,7 +196,7 @@ def dbos_schema_exists(conn: sa.Connection) -> bool:
 def transcript(conn: sa.Connection, session_id: str) -> list[TranscriptEntry]:
     """Every message of the session with its place in the logs."""
     rows = conn.execute(
-        sa.text("SELECT seq, run, step, message FROM helix.messages WHERE session_id = :id ORDER BY seq"),
+        sa.text(f"SELECT seq, run, step, message FROM helix.transcript WHERE {_SESSION_NUM} ORDER BY seq"),
         {"id": session_id},
     ).mappings()
     return [TranscriptEntry.model_validate(dict(r)) for r in rows]
@@ -268,7 +276,7 @@ def usage_summary(conn: sa.Connection, session_id: str) -> UsageSummary:
         sa.text(
             "SELECT source, name, count(*) AS calls, sum(input_tokens) AS i, sum(output_tokens) AS o,"
             " sum(total_tokens) AS t, sum(cost_usd) AS c, sum(ms) AS ms"
-            " FROM helix.usage WHERE session_id = :id GROUP BY source, name"
+            f" FROM helix.usage_log WHERE {_SESSION_NUM} GROUP BY source, name"
         ),
         {"id": session_id},
     ).mappings()

@@ -23,11 +23,12 @@ FINISHED_STATUSES = ("completed", "failed", "aborted")
 """Statuses of a session that is done; an ``interrupted`` one waits to be resumed and stays."""
 
 _TABLES = (
-    "tool_call_answers", "pending_tool_calls", "tool_outcomes", "usage",
-    "messages", "state_patches", "state_snapshots", "runs", "companion_notices", "companions",
+    "tool_call_answers", "pending_tool_calls", "tool_outcomes", "state_snapshots", "runs", "companion_notices",
+    "companions",
 )
-"""Every helix table with a ``session_id``, in an order that keeps foreign keys valid (the
-stream, ``helix.stream``, names its sessions by number)."""
+"""Every helix table with a ``session_id``, in an order that keeps foreign keys valid."""
+_NUMBERED_TABLES = ("stream", "transcript", "state_log", "usage_log")
+"""The tables that name their sessions by number (store/sql/016, 017)."""
 
 
 class Cutoff(BaseModel):
@@ -100,11 +101,9 @@ def tree_workflow_ids(conn: sa.Connection, roots: list[str]) -> list[str]:
 def delete_trees(conn: sa.Connection, roots: list[str]) -> int:
     """Delete every helix row of the trees of ``roots``; returns how many sessions went."""
     tree = "SELECT id FROM helix.sessions WHERE root_session_id = ANY (:roots)"
-    conn.execute(
-        sa.text("DELETE FROM helix.stream WHERE session_num IN"
-                " (SELECT num FROM helix.sessions WHERE root_session_id = ANY (:roots))"),
-        {"roots": roots},
-    )
+    numbers = "SELECT num FROM helix.sessions WHERE root_session_id = ANY (:roots)"
+    for table in _NUMBERED_TABLES:
+        conn.execute(sa.text(f"DELETE FROM helix.{table} WHERE session_num IN ({numbers})"), {"roots": roots})
     for table in _TABLES:
         conn.execute(sa.text(f"DELETE FROM helix.{table} WHERE session_id IN ({tree})"), {"roots": roots})
     deleted = conn.execute(sa.text("DELETE FROM helix.sessions WHERE root_session_id = ANY (:roots)"), {"roots": roots})

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from helix_dbos.events import Event, StatePatchEvent
 from helix_dbos.store.engine import to_json
+from helix_dbos.store.reads import session_num
 from helix_dbos.store.records import (
     AnswerWindow, CommitOutcome, HookStateSave, KeyedEvent, RecordedOutcome, StepCommit, WaitState,
 )
@@ -121,8 +122,8 @@ def append_messages(conn: sa.Connection, session_id: str, run: int, step: int, m
             sa.text(
                 "WITH s AS (UPDATE helix.sessions SET message_count = message_count + jsonb_array_length(CAST(:m AS jsonb))"
                 "  WHERE id = :id RETURNING message_count),"
-                " ins AS (INSERT INTO helix.messages (session_id, seq, run, step, message)"
-                "  SELECT :id, (SELECT message_count FROM s) - jsonb_array_length(CAST(:m AS jsonb)) + t.ord - 1,"
+                " ins AS (INSERT INTO helix.transcript (session_num, seq, run, step, message)"
+                f"  SELECT {session_num()}, (SELECT message_count FROM s) - jsonb_array_length(CAST(:m AS jsonb)) + t.ord - 1,"
                 "   :run, :step, t.msg FROM jsonb_array_elements(CAST(:m AS jsonb)) WITH ORDINALITY AS t(msg, ord))"
                 " SELECT message_count FROM s"
             ),
@@ -188,8 +189,8 @@ def save_hook_state(conn: sa.Connection, save: HookStateSave) -> list[dict[str, 
     params = {"s": save.session_id, "n": save.step, "run": save.run, "p": to_json(payload["patch"])}
     conn.execute(
         sa.text(
-            "INSERT INTO helix.state_patches (session_id, step, part, run, patch)"
-            " VALUES (:s, :n, 1, :run, CAST(:p AS jsonb))"
+            "INSERT INTO helix.state_log (session_num, step, part, run, patch)"
+            f" VALUES ({session_num('s')}, :n, 1, :run, CAST(:p AS jsonb))"
         ),
         params,
     )
@@ -397,16 +398,16 @@ def fork_session(conn: sa.Connection, source_id: str, new_id: str, from_step: in
         sa.text(
             "INSERT INTO helix.sessions (id, agent_name, status, step_count, root_session_id, message_count)"
             " SELECT :new, agent_name, 'interrupted', :n, :new,"
-            "  (SELECT count(*) FROM helix.messages WHERE session_id = :src AND step <= :n)"
+            f"  (SELECT count(*) FROM helix.transcript WHERE session_num = {session_num('src')} AND step <= :n)"
             " FROM helix.sessions WHERE id = :src"
         ),
         params,
     )
     conn.execute(
         sa.text(
-            "INSERT INTO helix.messages (session_id, seq, run, step, message)"
-            " SELECT :new, row_number() OVER (ORDER BY seq) - 1, 0, step, message"
-            " FROM helix.messages WHERE session_id = :src AND step <= :n"
+            "INSERT INTO helix.transcript (session_num, seq, run, step, message)"
+            f" SELECT {session_num('new')}, row_number() OVER (ORDER BY seq) - 1, 0, step, message"
+            f" FROM helix.transcript WHERE session_num = {session_num('src')} AND step <= :n"
         ),
         params,
     )
@@ -419,8 +420,9 @@ def fork_session(conn: sa.Connection, source_id: str, new_id: str, from_step: in
     )
     conn.execute(
         sa.text(
-            "INSERT INTO helix.state_patches (session_id, step, part, run, patch)"
-            " SELECT :new, step, part, 0, patch FROM helix.state_patches WHERE session_id = :src AND step <= :n"
+            "INSERT INTO helix.state_log (session_num, step, part, run, patch)"
+            f" SELECT {session_num('new')}, step, part, 0, patch FROM helix.state_log"
+            f" WHERE session_num = {session_num('src')} AND step <= :n"
         ),
         params,
     )

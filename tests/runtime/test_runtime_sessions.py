@@ -139,8 +139,9 @@ def test_legacy_session_with_an_unpaired_finish_is_healed_when_continued(executo
         )
         for seq, message in enumerate(transcript):
             conn.exec_driver_sql(
-                "INSERT INTO helix.messages (session_id, seq, run, step, message) VALUES (%s, %s, 1, %s, %s)",
-                (sid, seq, seq, to_json(message.model_dump(mode="json", exclude_none=True))),
+                "INSERT INTO helix.transcript (session_num, seq, run, step, message)"
+                " SELECT num, %s, 1, %s, %s FROM helix.sessions WHERE id = %s",
+                (seq, seq, to_json(message.model_dump(mode="json", exclude_none=True)), sid),
             )
     mock = MockLLMAdapter()
     mock.add_response(finish("new-finish", verdict="fresh"))

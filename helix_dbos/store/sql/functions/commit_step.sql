@@ -75,20 +75,20 @@ BEGIN
                              ELSE updated_at END
      WHERE id = sid;
 
-    INSERT INTO helix.messages (session_id, seq, run, step, message)
-    SELECT sid, cur.message_count + t.ord - 1, run_no, step_no, t.m
+    INSERT INTO helix.transcript (session_num, seq, run, step, message)
+    SELECT cur.num, cur.message_count + t.ord - 1, run_no, step_no, t.m
     FROM jsonb_array_elements(p->'messages') WITH ORDINALITY AS t(m, ord);
 
     IF jsonb_typeof(p->'patch') = 'array' AND jsonb_array_length(p->'patch') > 0 THEN
-        INSERT INTO helix.state_patches (session_id, step, run, patch) VALUES (sid, step_no, run_no, p->'patch');
+        INSERT INTO helix.state_log (session_num, step, run, patch) VALUES (cur.num, step_no, run_no, p->'patch');
     END IF;
     IF jsonb_typeof(p->'snapshot') = 'object' THEN
         INSERT INTO helix.state_snapshots (session_id, step, state) VALUES (sid, step_no, p->'snapshot');
     END IF;
 
-    INSERT INTO helix.usage (session_id, run, step, source, name, input_tokens, output_tokens,
-                             total_tokens, cost_usd, ms, success)
-    SELECT sid, run_no, step_no, u.source, u.name, COALESCE(u.input_tokens, 0), COALESCE(u.output_tokens, 0),
+    INSERT INTO helix.usage_log (session_num, run, step, source, name, input_tokens, output_tokens,
+                                 total_tokens, cost_usd, ms, success)
+    SELECT cur.num, run_no, step_no, u.source, u.name, COALESCE(u.input_tokens, 0), COALESCE(u.output_tokens, 0),
            COALESCE(u.total_tokens, 0), u.cost_usd, COALESCE(u.ms, 0), COALESCE(u.success, true)
     FROM jsonb_to_recordset(COALESCE(p->'usage', '[]'::jsonb)) AS u(
         source text, name text, input_tokens integer, output_tokens integer, total_tokens integer,
@@ -108,8 +108,8 @@ BEGIN
         UPDATE helix.pending_tool_calls pc SET status = r.status
           FROM jsonb_to_recordset(p->'resolved') AS r(tool_call_id text, status text)
          WHERE pc.session_id = sid AND pc.tool_call_id = r.tool_call_id;
-        INSERT INTO helix.usage (session_id, run, step, source, name, ms, success)
-        SELECT sid, run_no, step_no, 'client_tool_wait', pc.tool_name,
+        INSERT INTO helix.usage_log (session_num, run, step, source, name, ms, success)
+        SELECT cur.num, run_no, step_no, 'client_tool_wait', pc.tool_name,
                1000 * extract(epoch FROM CASE WHEN r.status = 'answered' THEN COALESCE(a.answered_at, now())
                                               ELSE LEAST(now(), pc.deadline) END - pc.requested_at),
                r.status = 'answered'

@@ -1,0 +1,15 @@
+-- helix.state_patches is a view of helix.state_log, which names sessions by number (017).
+-- A worker of an earlier release still inserts into helix.state_patches by session id
+-- while a rolling deploy runs (its hook state save and fork); this puts each row in the
+-- log under the session's number.
+CREATE OR REPLACE FUNCTION helix.insert_state_patch_by_id() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO helix.state_log (session_num, step, part, run, patch, created_at)
+    SELECT s.num, NEW.step, COALESCE(NEW.part, 0), NEW.run, NEW.patch, COALESCE(NEW.created_at, now())
+      FROM helix.sessions s WHERE s.id = NEW.session_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'helix: session % does not exist', NEW.session_id USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    RETURN NEW;
+END;
+$$;
