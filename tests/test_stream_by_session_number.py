@@ -83,7 +83,7 @@ def test_appending_to_a_session_that_does_not_exist_says_so(make_database: Calla
     url = make_database()
     migrate(url)
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        with pytest.raises(psycopg.errors.NoDataFound, match="session nobody does not exist"):
+        with pytest.raises(psycopg.errors.ForeignKeyViolation, match="session nobody does not exist"):
             append_once(conn, "nobody", 1, "1.1.x")
 
 

@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION helix.append_events(sid text, run_no integer, step_no integer, evs jsonb)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
-    snum bigint := (SELECT num FROM helix.sessions WHERE id = sid);
+    snum bigint := helix.session_num(sid);
     last_seq bigint := helix.insert_events(snum, run_no, step_no, evs);
 BEGIN
     UPDATE helix.sessions SET event_seq = last_seq WHERE num = snum;

@@ -8,10 +8,8 @@ DECLARE
     snum bigint;
     n integer;
 BEGIN
-    SELECT num INTO snum FROM helix.sessions WHERE id = sid FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'helix: session % does not exist', sid USING ERRCODE = 'no_data_found';
-    END IF;
+    snum := helix.session_num(sid);
+    PERFORM 1 FROM helix.sessions WHERE num = snum FOR UPDATE;
     n := helix.insert_unwritten_events(snum, run_no, step_no, evs);
     IF n > 0 THEN
         UPDATE helix.sessions SET event_seq = helix.last_event_seq(snum) WHERE num = snum;

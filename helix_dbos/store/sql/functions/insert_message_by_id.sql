@@ -5,10 +5,7 @@
 CREATE OR REPLACE FUNCTION helix.insert_message_by_id() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO helix.transcript (session_num, seq, run, step, message)
-    SELECT s.num, NEW.seq, NEW.run, NEW.step, NEW.message FROM helix.sessions s WHERE s.id = NEW.session_id;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'helix: session % does not exist', NEW.session_id USING ERRCODE = 'foreign_key_violation';
-    END IF;
+    VALUES (helix.session_num(NEW.session_id), NEW.seq, NEW.run, NEW.step, NEW.message);
     RETURN NEW;
 END;
 $$;

@@ -5,11 +5,8 @@
 CREATE OR REPLACE FUNCTION helix.insert_state_patch_by_id() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO helix.state_log (session_num, step, part, run, patch, created_at)
-    SELECT s.num, NEW.step, COALESCE(NEW.part, 0), NEW.run, NEW.patch, COALESCE(NEW.created_at, now())
-      FROM helix.sessions s WHERE s.id = NEW.session_id;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'helix: session % does not exist', NEW.session_id USING ERRCODE = 'foreign_key_violation';
-    END IF;
+    VALUES (helix.session_num(NEW.session_id), NEW.step, COALESCE(NEW.part, 0), NEW.run, NEW.patch,
+            COALESCE(NEW.created_at, now()));
     RETURN NEW;
 END;
 $$;
