@@ -4,7 +4,9 @@ library of an earlier schema level never puts its functions back. Against a real
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
+import time
 from collections.abc import Callable
 
 import psycopg
@@ -194,3 +196,32 @@ def test_a_function_file_that_does_not_compile_fails_the_migration(make_database
 
     assert "-- never applied" not in function_source(url, "insert_events")
     assert fetch(url, "SELECT max(version) FROM helix.schema_version") == [(LEVEL - 1,)]
+
+
+def test_a_migration_waits_for_a_dbos_checkpoint_instead_of_deadlocking_with_it(
+    make_database: Callable[[], str],
+) -> None:
+    """A DBOS checkpoint writes ``dbos.operation_outputs`` and then, in helix's trigger, reads
+    ``helix.sessions``. A migration that alters ``helix.sessions`` (016) while a worker of the
+    previous release checkpoints must wait for the DBOS tables first: it took them last, and
+    each side waited for the other until Postgres aborted one."""
+    url = make_database()
+    migrate(url, migrations=[m for m in MIGRATIONS if m.version <= 15])
+    with psycopg.connect(libpq_url(url)) as checkpoint:  # one transaction, as DBOS's are
+        checkpoint.execute("INSERT INTO dbos.workflow_status (workflow_uuid, status, name) VALUES ('wf', 'PENDING', 'x')")
+        checkpoint.execute("INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, output) VALUES ('wf', 1, 'null')")
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            migrating = pool.submit(migrate, url)
+            wait_until_blocked(url, "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                               " AND wait_event_type = 'Lock'")
+            checkpoint.execute("SELECT count(*) FROM helix.sessions")  # what the trigger reads
+            checkpoint.commit()
+            assert migrating.result(timeout=60).versions == [m.version for m in MIGRATIONS if m.version > 15]
+
+
+def wait_until_blocked(url: str, query: str, timeout: float = 30.0) -> None:
+    """Return once ``query`` finds a backend waiting for a lock."""
+    deadline = time.monotonic() + timeout
+    while not fetch(url, query):
+        assert time.monotonic() < deadline, "the migration never waited for a lock"
+        time.sleep(0.02)

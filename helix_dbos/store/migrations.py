@@ -41,6 +41,14 @@ HOOK_TRIGGERS = (
     "helix_follow_status", "helix_follow_new_workflow", "helix_refuse_pickled_message", "helix_refuse_pickled_run",
     "helix_write_carried_events",
 )
+LOCK_DBOS_TABLES = (
+    "LOCK TABLE dbos.workflow_status, dbos.notifications, dbos.operation_outputs IN SHARE ROW EXCLUSIVE MODE"
+)
+"""What ``migrate`` takes first: the DBOS tables that carry helix's triggers, in the mode
+that (re)installing the triggers takes at the end anyway. A DBOS transaction writes one of
+them and then, in helix's trigger, reads or writes helix's tables; a migration that
+altered a helix table before waiting for a DBOS table took the two in the other order,
+and a worker checkpointing while a new release migrated could deadlock with it."""
 _FILE_PATTERN = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 _FUNCTION_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -118,6 +126,7 @@ def migrate(
             conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
             try:
                 with conn.transaction():
+                    conn.execute(LOCK_DBOS_TABLES)
                     _create_bookkeeping(conn)
                     replaced = _apply_changed_functions(conn, functions, schema_level(migrations))
                     applied = _apply_pending(conn, migrations)
