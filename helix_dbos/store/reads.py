@@ -44,6 +44,12 @@ def session_num(param: str = "id") -> str:
 
 
 _SESSION_NUM = f"session_num = {session_num()}"
+_MESSAGES = (
+    "(SELECT t.first_seq + m.ord - 1 AS seq, t.run, t.step, m.message FROM helix.transcript t"
+    f" CROSS JOIN LATERAL jsonb_array_elements(t.messages) WITH ORDINALITY AS m(message, ord) WHERE t.{_SESSION_NUM})"
+)
+"""The session's messages, each with its seq: ``helix.transcript`` holds one row per step
+(store/sql/017)."""
 
 
 def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | None:
@@ -100,8 +106,8 @@ def load_messages(conn: sa.Connection, session_id: str, before_seq: int | None =
     """The transcript in order; only messages with ``seq < before_seq`` when given."""
     rows = conn.execute(
         sa.text(
-            f"SELECT message FROM helix.transcript WHERE {_SESSION_NUM}"
-            " AND (CAST(:before AS integer) IS NULL OR seq < :before) ORDER BY seq"
+            f"SELECT message FROM {_MESSAGES} AS m"
+            " WHERE CAST(:before AS integer) IS NULL OR seq < :before ORDER BY seq"
         ),
         {"id": session_id, "before": before_seq},
     )
@@ -112,9 +118,8 @@ def load_messages_since_last_assistant(conn: sa.Connection, session_id: str) -> 
     """The tail of the transcript from its last assistant message on (for the finish heal)."""
     rows = conn.execute(
         sa.text(
-            f"SELECT message FROM helix.transcript WHERE {_SESSION_NUM} AND seq >= COALESCE("
-            f" (SELECT max(seq) FROM helix.transcript WHERE {_SESSION_NUM} AND message->>'role' = 'assistant'), 0)"
-            " ORDER BY seq"
+            f"WITH m AS {_MESSAGES} SELECT message FROM m"
+            " WHERE seq >= COALESCE((SELECT max(seq) FROM m WHERE message->>'role' = 'assistant'), 0) ORDER BY seq"
         ),
         {"id": session_id},
     )
@@ -196,7 +201,7 @@ def dbos_schema_exists(conn: sa.Connection) -> bool:
 def transcript(conn: sa.Connection, session_id: str) -> list[TranscriptEntry]:
     """Every message of the session with its place in the logs."""
     rows = conn.execute(
-        sa.text(f"SELECT seq, run, step, message FROM helix.transcript WHERE {_SESSION_NUM} ORDER BY seq"),
+        sa.text(f"SELECT seq, run, step, message FROM {_MESSAGES} AS m ORDER BY seq"),
         {"id": session_id},
     ).mappings()
     return [TranscriptEntry.model_validate(dict(r)) for r in rows]

@@ -122,9 +122,9 @@ def append_messages(conn: sa.Connection, session_id: str, run: int, step: int, m
             sa.text(
                 "WITH s AS (UPDATE helix.sessions SET message_count = message_count + jsonb_array_length(CAST(:m AS jsonb))"
                 "  WHERE id = :id RETURNING message_count),"
-                " ins AS (INSERT INTO helix.transcript (session_num, seq, run, step, message)"
-                f"  SELECT {session_num()}, (SELECT message_count FROM s) - jsonb_array_length(CAST(:m AS jsonb)) + t.ord - 1,"
-                "   :run, :step, t.msg FROM jsonb_array_elements(CAST(:m AS jsonb)) WITH ORDINALITY AS t(msg, ord))"
+                " ins AS (INSERT INTO helix.transcript (session_num, first_seq, run, step, messages)"
+                f"  SELECT {session_num()}, (SELECT message_count FROM s) - jsonb_array_length(CAST(:m AS jsonb)),"
+                "   :run, :step, CAST(:m AS jsonb) WHERE jsonb_array_length(CAST(:m AS jsonb)) > 0)"
                 " SELECT message_count FROM s"
             ),
             {"id": session_id, "m": payload, "run": run, "step": step},
@@ -398,15 +398,18 @@ def fork_session(conn: sa.Connection, source_id: str, new_id: str, from_step: in
         sa.text(
             "INSERT INTO helix.sessions (id, agent_name, status, step_count, root_session_id, message_count)"
             " SELECT :new, agent_name, 'interrupted', :n, :new,"
-            f"  (SELECT count(*) FROM helix.transcript WHERE session_num = {session_num('src')} AND step <= :n)"
+            "  (SELECT COALESCE(sum(jsonb_array_length(messages)), 0) FROM helix.transcript"
+            f"   WHERE session_num = {session_num('src')} AND step <= :n)"
             " FROM helix.sessions WHERE id = :src"
         ),
         params,
     )
     conn.execute(
         sa.text(
-            "INSERT INTO helix.transcript (session_num, seq, run, step, message)"
-            f" SELECT {session_num('new')}, row_number() OVER (ORDER BY seq) - 1, 0, step, message"
+            "INSERT INTO helix.transcript (session_num, first_seq, run, step, messages)"
+            f" SELECT {session_num('new')},"
+            "  COALESCE(sum(jsonb_array_length(messages)) OVER (ORDER BY first_seq ROWS UNBOUNDED PRECEDING), 0)"
+            "  - jsonb_array_length(messages), 0, step, messages"
             f" FROM helix.transcript WHERE session_num = {session_num('src')} AND step <= :n"
         ),
         params,

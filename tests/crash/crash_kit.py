@@ -33,7 +33,7 @@ BEGIN
     RETURN NEW;
 END $$;
 CREATE TRIGGER test_slow_commit BEFORE INSERT ON helix.transcript
-    FOR EACH ROW WHEN (NEW.message->>'role' = 'assistant') EXECUTE FUNCTION helix.test_slow_commit();
+    FOR EACH ROW WHEN (NEW.messages @> '[{"role": "assistant"}]') EXECUTE FUNCTION helix.test_slow_commit();
 """
 """Makes each step's commit take 0.4 s, so a kill can land inside it."""
 

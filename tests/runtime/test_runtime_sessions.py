@@ -19,8 +19,10 @@ from helix_dbos import (
     define_agent,
     tool,
 )
+from helix_dbos.client import commands
 from helix_dbos.durable import workflow
 from helix_dbos.durable.requests import RunRequest, run_workflow_id
+from helix_dbos.store import reads
 from helix_dbos.store.engine import to_json
 from helix_dbos.types import AssistantMessage, ParsedToolCall, ToolResultMessage, UserMessage
 from runtime_testkit import (
@@ -95,6 +97,34 @@ def test_execute_on_a_completed_session_is_a_new_turn_that_sees_the_whole_transc
     assert executor.handle(first.session_id, run=1) == first
 
 
+def test_the_transcript_keeps_a_step_s_messages_in_one_row_and_reads_back_message_by_message(executor):
+    """``helix.transcript`` has one row per step (store/sql/017); the transcript, the view by
+    session id, a fork and a prefix read all see the messages one by one, in order."""
+    agent = define_agent(unique("rows"), tools=[note])
+    use_model(executor, calls(call("c1", "note", {"value": "x"}), call("c2", "note", {"value": "y"})), text("done"))
+    handle = executor.execute(agent, "go")
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    sid = handle.session_id
+
+    stored = rows(executor, "SELECT first_seq, step, jsonb_array_length(messages) AS n FROM helix.transcript"
+                  " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY first_seq", s=sid)
+    assert [(r["first_seq"], r["step"], r["n"]) for r in stored] == [(0, 0, 1), (1, 1, 3), (4, 2, 1)]
+    roles = ["user", "assistant", "tool", "tool", "assistant"]
+    by_view = rows(executor, "SELECT seq, message->>'role' AS role FROM helix.messages WHERE session_id = :s ORDER BY seq", s=sid)
+    assert [(r["seq"], r["role"]) for r in by_view] == list(enumerate(roles))
+    session = executor.get_session(sid)
+    assert [m.role for m in session.messages] == roles and session.message_count == 5
+    assert [m.tool_call_id for m in session.messages if isinstance(m, ToolResultMessage)] == ["c1", "c2"]
+
+    forked = commands.fork(executor.engine, sid, 1)
+    assert [m.role for m in executor.get_session(forked.id).messages] == roles[:4]
+    assert forked.message_count == 4
+    with executor.engine.connect() as conn:
+        assert [m.role for m in reads.load_messages(conn, sid, before_seq=3)] == roles[:3]
+        assert [m.role for m in reads.load_messages_since_last_assistant(conn, sid)] == ["assistant"]
+        assert [(e.seq, e.step) for e in reads.transcript(conn, sid)] == [(0, 0), (1, 1), (2, 1), (3, 1), (4, 2)]
+
+
 def test_continuing_a_completed_structured_output_session_shows_the_paired_finish(executor):
     agent = define_agent(unique("continue-out"), output_schema=Verdict)
     mock = use_model(executor, finish("f1", verdict="good"), finish("f2", verdict="better"))
@@ -139,9 +169,8 @@ def test_legacy_session_with_an_unpaired_finish_is_healed_when_continued(executo
         )
         for seq, message in enumerate(transcript):
             conn.exec_driver_sql(
-                "INSERT INTO helix.transcript (session_num, seq, run, step, message)"
-                " SELECT num, %s, 1, %s, %s FROM helix.sessions WHERE id = %s",
-                (seq, seq, to_json(message.model_dump(mode="json", exclude_none=True)), sid),
+                "INSERT INTO helix.messages (session_id, seq, run, step, message) VALUES (%s, %s, 1, %s, %s)",
+                (sid, seq, seq, to_json(message.model_dump(mode="json", exclude_none=True))),
             )
     mock = MockLLMAdapter()
     mock.add_response(finish("new-finish", verdict="fresh"))

@@ -75,9 +75,10 @@ BEGIN
                              ELSE updated_at END
      WHERE id = sid;
 
-    INSERT INTO helix.transcript (session_num, seq, run, step, message)
-    SELECT cur.num, cur.message_count + t.ord - 1, run_no, step_no, t.m
-    FROM jsonb_array_elements(p->'messages') WITH ORDINALITY AS t(m, ord);
+    IF n_msgs > 0 THEN  -- the step's messages: one row (017)
+        INSERT INTO helix.transcript (session_num, first_seq, run, step, messages)
+        VALUES (cur.num, cur.message_count, run_no, step_no, p->'messages');
+    END IF;
 
     IF jsonb_typeof(p->'patch') = 'array' AND jsonb_array_length(p->'patch') > 0 THEN
         INSERT INTO helix.state_log (session_num, step, run, patch) VALUES (cur.num, step_no, run_no, p->'patch');
