@@ -1,6 +1,6 @@
 """The rows a step writes name their session by number (store/sql/016: ``helix.stream``;
-017: ``transcript``, ``state_log``, ``usage_log``); views by the old names show them with
-the session's id. An upgrade moves the rows as they were, and helix reads a range of the
+017: ``transcript``, ``state_log``, ``usage_log``; 018 keys usage by session); views by the
+old names show them with the session's id. An upgrade moves the rows as they were, and helix reads a range of the
 stream along its key, never sorted. Against a real Postgres."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_an_upgrade_moves_the_stream_as_it_was_and_numbering_goes_on(make_databa
                 (session, seq, run, step, kind, json.dumps(data), key),
             )
 
-    assert migrate(url).versions == [16, 17]
+    assert migrate(url).versions == [16, 17, 18]
 
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         assert events_view(conn) == [(s, q, r, t, k, d, key) for s, q, r, t, k, d, key in OLD_ROWS]
@@ -151,6 +151,51 @@ def test_an_upgrade_moves_transcript_state_and_usage_as_they_were(make_database:
         )
         [(new_id,)] = conn.execute("SELECT max(id) FROM helix.usage").fetchall()
         assert new_id == max(row[0] for row in before["usage"]) + 1, "usage ids go on after the moved rows"
+
+
+def test_a_session_s_usage_is_read_along_the_primary_key_the_only_index_it_keeps(
+    make_database: Callable[[], str],
+) -> None:
+    """018: usage rows are keyed by (session_num, id); a session's summary reads its own
+    rows along that key, whatever the other sessions hold."""
+    url = make_database()
+    migrate(url)
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(
+                "INSERT INTO helix.sessions (id, agent_name, root_session_id)"
+                " SELECT s, 'a', s FROM (SELECT 'other-' || i AS s FROM generate_series(1, 300) i) o"
+            ))
+            conn.execute(sa.text(
+                "INSERT INTO helix.usage_log (session_num, run, step, source, name, input_tokens, ms)"
+                " SELECT num, 1, i, 'llm', 'm', 10, 1 FROM helix.sessions, generate_series(1, 20) i"
+            ))
+            conn.execute(sa.text("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES ('mine', 'a', 'mine')"))
+            conn.execute(sa.text(
+                "INSERT INTO helix.usage_log (session_num, run, step, source, name, input_tokens, ms)"
+                " SELECT num, 1, 1, src, n, tok, 2.5 FROM helix.sessions,"
+                " (VALUES ('llm', 'gpt', 7), ('tool', 'search', 0), ('tool', 'search', 0)) v(src, n, tok) WHERE id = 'mine'"
+            ))
+        with engine.connect() as conn:
+            conn.execute(sa.text("ANALYZE helix.usage_log"))
+            indexes = conn.execute(sa.text(
+                "SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index"
+                " WHERE indrelid = 'helix.usage_log'::regclass"
+            )).all()
+            summary = reads.usage_summary(conn, "mine")
+            plan = conn.execute(
+                sa.text("EXPLAIN (FORMAT JSON) SELECT * FROM helix.usage_log WHERE session_num = "
+                        "(SELECT num FROM helix.sessions WHERE id = 'mine')")
+            ).scalar_one()
+    finally:
+        engine.dispose()
+
+    assert [name for name, _ in indexes] == ["helix.usage_log_pkey"]
+    assert "(session_num, id)" in indexes[0][1]
+    assert (summary.llm_calls, summary.input_tokens) == (1, 7)
+    assert summary.by_name["tool:search"] == {"calls": 2, "ms": 5.0}
+    assert "Seq Scan" not in node_types(plan[0]["Plan"]), plan
 
 
 EARLIER_RELEASE_WRITES = [  # verbatim, as store/writes.py of the release before 016 ran them
