@@ -62,7 +62,7 @@ def test_an_upgrade_moves_the_stream_as_it_was_and_numbering_goes_on(make_databa
                 (session, seq, run, step, kind, json.dumps(data), key),
             )
 
-    assert migrate(url).versions == [16, 17, 18]
+    assert migrate(url).versions == [m.version for m in load_migrations()[15:]]
 
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         assert events_view(conn) == [(s, q, r, t, k, d, key) for s, q, r, t, k, d, key in OLD_ROWS]

@@ -36,8 +36,8 @@ _SESSION_COLUMNS = (
 
 def session_num(param: str = "id") -> str:
     """SQL for the number of session ``:param``. The tables a step writes to (``helix.stream``,
-    ``transcript``, ``state_log``, ``usage_log``) name their sessions by it (store/sql/016,
-    017); read them by number, not through their views by id (``helix.events`` and the
+    ``step_messages``, ``state_log``, ``usage_log``) name their sessions by it (store/sql/016,
+    017, 019), and so does the view ``helix.transcript``; read them by number, not through their views by id (``helix.events`` and the
     others), where a range of a session's rows in order is sorted: Postgres does not see
     that one id is one session."""
     return f"(SELECT num FROM helix.sessions WHERE id = :{param})"
@@ -48,8 +48,9 @@ _MESSAGES = (
     "(SELECT t.first_seq + m.ord - 1 AS seq, t.run, t.step, m.message FROM helix.transcript t"
     f" CROSS JOIN LATERAL jsonb_array_elements(t.messages) WITH ORDINALITY AS m(message, ord) WHERE t.{_SESSION_NUM})"
 )
-"""The session's messages, each with its seq: ``helix.transcript`` holds one row per step
-(store/sql/017)."""
+"""The session's messages, each with its seq: ``helix.transcript`` has one row per step
+(store/sql/017), a view of ``helix.step_messages`` with the parts that rows leave out to
+the stream read back (019)."""
 
 
 def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | None:

@@ -122,7 +122,7 @@ def append_messages(conn: sa.Connection, session_id: str, run: int, step: int, m
             sa.text(
                 "WITH s AS (UPDATE helix.sessions SET message_count = message_count + jsonb_array_length(CAST(:m AS jsonb))"
                 "  WHERE id = :id RETURNING message_count),"
-                " ins AS (INSERT INTO helix.transcript (session_num, first_seq, run, step, messages)"
+                " ins AS (INSERT INTO helix.step_messages (session_num, first_seq, run, step, messages)"
                 f"  SELECT {session_num()}, (SELECT message_count FROM s) - jsonb_array_length(CAST(:m AS jsonb)),"
                 "   :run, :step, CAST(:m AS jsonb) WHERE jsonb_array_length(CAST(:m AS jsonb)) > 0)"
                 " SELECT message_count FROM s"
@@ -398,7 +398,7 @@ def fork_session(conn: sa.Connection, source_id: str, new_id: str, from_step: in
         sa.text(
             "INSERT INTO helix.sessions (id, agent_name, status, step_count, root_session_id, message_count)"
             " SELECT :new, agent_name, 'interrupted', :n, :new,"
-            "  (SELECT COALESCE(sum(jsonb_array_length(messages)), 0) FROM helix.transcript"
+            "  (SELECT COALESCE(sum(jsonb_array_length(messages)), 0) FROM helix.step_messages"
             f"   WHERE session_num = {session_num('src')} AND step <= :n)"
             " FROM helix.sessions WHERE id = :src"
         ),
@@ -406,7 +406,7 @@ def fork_session(conn: sa.Connection, source_id: str, new_id: str, from_step: in
     )
     conn.execute(
         sa.text(
-            "INSERT INTO helix.transcript (session_num, first_seq, run, step, messages)"
+            "INSERT INTO helix.step_messages (session_num, first_seq, run, step, messages)"
             f" SELECT {session_num('new')},"
             "  COALESCE(sum(jsonb_array_length(messages)) OVER (ORDER BY first_seq ROWS UNBOUNDED PRECEDING), 0)"
             "  - jsonb_array_length(messages), 0, step, messages"

@@ -125,6 +125,36 @@ def test_the_transcript_keeps_a_step_s_messages_in_one_row_and_reads_back_messag
         assert [(e.seq, e.step) for e in reads.transcript(conn, sid)] == [(0, 0), (1, 1), (2, 1), (3, 1), (4, 2)]
 
 
+def test_a_continued_run_reads_back_from_the_stream_what_the_transcript_left_to_it(executor):
+    """A step's row keeps only what the stream does not hold word for word (store/sql/019);
+    the next run's model sees the transcript exactly as the first run's model did."""
+    agent = define_agent(unique("by-ref"), tools=[note])
+    mock = use_model(
+        executor,
+        calls(call("c1", "note", {"value": "x\u00e9"}), call("c2", "note", {"value": "y"}), content="Noting."),
+        text("done"),
+        text("again"),
+    )
+    first = executor.execute(agent, "go")
+    assert first.result(timeout=RESULT_TIMEOUT).status == "completed"
+    sid = first.session_id
+    seen_in_memory = mock.get_last_input().messages  # system, user, assistant, tool, tool
+
+    stored = rows(executor, "SELECT step, messages FROM helix.step_messages"
+                  " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY first_seq", s=sid)
+    step_one = stored[1]["messages"]
+    assert step_one[0] == {"role": "assistant", "content": None, "tool_calls": [{"id": "c1"}, {"id": "c2"}]}
+    assert step_one[1:] == [{"role": "tool", "tool_call_id": "c1"}, {"role": "tool", "tool_call_id": "c2"}]
+
+    second = executor.execute(agent, "more", session_id=sid)
+    assert second.result(timeout=RESULT_TIMEOUT).status == "completed"
+    seen_from_database = mock.get_last_input().messages
+    assert seen_from_database[:5] == seen_in_memory
+    assert seen_from_database[5:] == [AssistantMessage(content="done"), UserMessage(content="more")]
+    forked = commands.fork(executor.engine, sid, 2)
+    assert executor.get_session(forked.id).messages == executor.get_session(sid).messages[:6]
+
+
 def test_continuing_a_completed_structured_output_session_shows_the_paired_finish(executor):
     agent = define_agent(unique("continue-out"), output_schema=Verdict)
     mock = use_model(executor, finish("f1", verdict="good"), finish("f2", verdict="better"))

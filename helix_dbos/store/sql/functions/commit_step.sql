@@ -18,7 +18,8 @@
 -- numbered after the stream's last seq under the session row's lock (013), then the next
 -- step's step_start when the run goes on (012). sessions.updated_at moves only when the
 -- session's status does, so the row's update is in place (HOT, 012). The step's recorded
--- tool outcomes (006) go in the same transaction.
+-- tool outcomes (006) go in the same transaction. The step's messages go after its events:
+-- what of them the stream holds is stored once, there (019).
 CREATE OR REPLACE FUNCTION helix.commit_step(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     sid text := p->>'session_id';
@@ -75,11 +76,6 @@ BEGIN
                              ELSE updated_at END
      WHERE id = sid;
 
-    IF n_msgs > 0 THEN  -- the step's messages: one row (017)
-        INSERT INTO helix.transcript (session_num, first_seq, run, step, messages)
-        VALUES (cur.num, cur.message_count, run_no, step_no, p->'messages');
-    END IF;
-
     IF jsonb_typeof(p->'patch') = 'array' AND jsonb_array_length(p->'patch') > 0 THEN
         INSERT INTO helix.state_log (session_num, step, run, patch) VALUES (cur.num, step_no, run_no, p->'patch');
     END IF;
@@ -101,6 +97,13 @@ BEGIN
     SELECT cur.num, last_seq + t.ord, run_no, step_no + (t.ord > n_own)::integer, t.e->>'type',
            COALESCE(t.e->'data', '{}'::jsonb), t.e->>'key'
     FROM jsonb_array_elements(evs) WITH ORDINALITY AS t(e, ord);
+
+    -- the step's messages: one row (017), without what the stream now holds of them (019)
+    IF n_msgs > 0 THEN
+        INSERT INTO helix.step_messages (session_num, first_seq, run, step, messages)
+        VALUES (cur.num, cur.message_count, run_no, step_no,
+                helix.compact_messages(cur.num, run_no, step_no, p->'messages'));
+    END IF;
 
     -- Gated calls answered (or timed out) in this step leave the pending list; a client
     -- tool's wait is recorded as usage: to the recorded answer, or to the deadline of a
