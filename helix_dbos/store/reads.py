@@ -36,8 +36,9 @@ _SESSION_COLUMNS = (
 
 def session_num(param: str = "id") -> str:
     """SQL for the number of session ``:param``. The tables a step writes to (``helix.stream``,
-    ``step_messages``, ``state_log``, ``usage_log``) name their sessions by it (store/sql/016,
-    017, 019), and so does the view ``helix.transcript``; read them by number, not through their views by id (``helix.events`` and the
+    ``step_messages``, ``step_patches``, ``usage_log``) name their sessions by it
+    (store/sql/016, 017, 019, 020), and so do the views ``helix.transcript`` and
+    ``helix.state_log``; read them by number, not through their views by id (``helix.events`` and the
     others), where a range of a session's rows in order is sorted: Postgres does not see
     that one id is one session."""
     return f"(SELECT num FROM helix.sessions WHERE id = :{param})"
@@ -129,7 +130,9 @@ def load_messages_since_last_assistant(conn: sa.Connection, session_id: str) -> 
 
 def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None) -> dict[str, Any]:
     """The custom state after step ``at_step`` (default: the latest), rebuilt from the log:
-    each step's commit patch, then what its post-commit hooks wrote (store/sql/007)."""
+    each step's commit patch, then what its post-commit hooks wrote (store/sql/007); the
+    view ``helix.state_log`` reads a step's patch from its event when no row stands for it
+    (020)."""
     snap = conn.execute(
         sa.text(
             "SELECT step, state FROM helix.state_snapshots WHERE session_id = :id"

@@ -189,7 +189,7 @@ def save_hook_state(conn: sa.Connection, save: HookStateSave) -> list[dict[str, 
     params = {"s": save.session_id, "n": save.step, "run": save.run, "p": to_json(payload["patch"])}
     conn.execute(
         sa.text(
-            "INSERT INTO helix.state_log (session_num, step, part, run, patch)"
+            "INSERT INTO helix.step_patches (session_num, step, part, run, patch)"
             f" VALUES ({session_num('s')}, :n, 1, :run, CAST(:p AS jsonb))"
         ),
         params,
@@ -423,7 +423,7 @@ def fork_session(conn: sa.Connection, source_id: str, new_id: str, from_step: in
     )
     conn.execute(
         sa.text(
-            "INSERT INTO helix.state_log (session_num, step, part, run, patch)"
+            "INSERT INTO helix.step_patches (session_num, step, part, run, patch)"
             f" SELECT {session_num('new')}, step, part, 0, patch FROM helix.state_log"
             f" WHERE session_num = {session_num('src')} AND step <= :n"
         ),

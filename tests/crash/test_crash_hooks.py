@@ -35,7 +35,7 @@ BEGIN
     PERFORM pg_sleep(0.4);
     RETURN NEW;
 END $$;
-CREATE TRIGGER test_slow_save BEFORE INSERT ON helix.state_log
+CREATE TRIGGER test_slow_save BEFORE INSERT ON helix.step_patches
     FOR EACH ROW WHEN (NEW.part = 1) EXECUTE FUNCTION helix.test_slow_save();
 """
 
@@ -54,7 +54,7 @@ def in_save(step: int) -> KillPoint:
         running = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
             " AND state = 'active' AND query LIKE %s",
-            ("%INSERT INTO helix.state_log%",),
+            ("%INSERT INTO helix.step_patches%",),
         ).fetchone()
         return running is not None and running[0] > 0
 

@@ -169,6 +169,9 @@ def test_patch_log_is_rfc6902_and_replays_to_the_final_state(executor):
     sid = handle.session_id
     log = rows(executor, "SELECT step, run, patch FROM helix.state_patches WHERE session_id = :s ORDER BY step", s=sid)
     assert [r["step"] for r in log] == [1, 2, 3]  # step 4 changed nothing
+    stored = rows(executor, "SELECT step FROM helix.step_patches"
+                  " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)", s=sid)
+    assert stored == [], "each step's patch event holds its patch: the log reads it from the stream (020)"
     assert {r["run"] for r in log} == {1}
     for r in log:
         assert isinstance(r["patch"], list) and r["patch"]

@@ -19,7 +19,8 @@
 -- step's step_start when the run goes on (012). sessions.updated_at moves only when the
 -- session's status does, so the row's update is in place (HOT, 012). The step's recorded
 -- tool outcomes (006) go in the same transaction. The step's messages go after its events:
--- what of them the stream holds is stored once, there (019).
+-- what of them the stream holds is stored once, there (019), and so is the step's state
+-- patch (020).
 CREATE OR REPLACE FUNCTION helix.commit_step(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     sid text := p->>'session_id';
@@ -32,6 +33,8 @@ DECLARE
     cur helix.sessions%ROWTYPE;
     interrupted boolean;
     last_seq bigint;
+    step_patch jsonb := CASE WHEN jsonb_typeof(p->'patch') = 'array' THEN p->'patch' ELSE '[]'::jsonb END;
+    patch_event jsonb;
 BEGIN
     SELECT * INTO cur FROM helix.sessions WHERE id = sid FOR UPDATE;
     IF NOT FOUND THEN
@@ -76,9 +79,6 @@ BEGIN
                              ELSE updated_at END
      WHERE id = sid;
 
-    IF jsonb_typeof(p->'patch') = 'array' AND jsonb_array_length(p->'patch') > 0 THEN
-        INSERT INTO helix.state_log (session_num, step, run, patch) VALUES (cur.num, step_no, run_no, p->'patch');
-    END IF;
     IF jsonb_typeof(p->'snapshot') = 'object' THEN
         INSERT INTO helix.state_snapshots (session_id, step, state) VALUES (sid, step_no, p->'snapshot');
     END IF;
@@ -97,6 +97,15 @@ BEGIN
     SELECT cur.num, last_seq + t.ord, run_no, step_no + (t.ord > n_own)::integer, t.e->>'type',
            COALESCE(t.e->'data', '{}'::jsonb), t.e->>'key'
     FROM jsonb_array_elements(evs) WITH ORDINALITY AS t(e, ord);
+
+    -- the step's patch: a row unless its patch event holds it as it is (020); a row of
+    -- part 0 stands for the step in the log, so a step with an event and a patch that
+    -- differs (even none) gets one
+    SELECT data->'patches' INTO patch_event FROM helix.stream
+     WHERE session_num = cur.num AND step = step_no AND key = run_no || '.' || step_no || '.patch';
+    IF patch_event IS DISTINCT FROM step_patch AND (patch_event IS NOT NULL OR step_patch <> '[]'::jsonb) THEN
+        INSERT INTO helix.step_patches (session_num, step, run, patch) VALUES (cur.num, step_no, run_no, step_patch);
+    END IF;
 
     -- the step's messages: one row (017), without what the stream now holds of them (019)
     IF n_msgs > 0 THEN

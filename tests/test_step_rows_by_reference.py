@@ -1,7 +1,9 @@
-"""A step's transcript row leaves out what the step's events in the stream hold word for
-word, and reads it back from there (store/sql/019: ``helix.compact_messages``,
-``helix.expand_messages``, the view ``helix.transcript`` over ``helix.step_messages``).
-Against a real Postgres, through ``helix.commit_step`` itself."""
+"""What a step's events in the stream hold word for word is stored once, there: the
+transcript's row leaves it out and reads it back (store/sql/019: ``helix.compact_messages``,
+``helix.expand_messages``, the view ``helix.transcript`` over ``helix.step_messages``), and
+a step's state patch that its patch event holds gets no row (020: the view
+``helix.state_log`` over ``helix.step_patches`` and the stream). Against a real Postgres,
+through ``helix.commit_step`` itself."""
 
 from __future__ import annotations
 
@@ -124,3 +126,78 @@ def test_a_transcript_that_reads_an_event_no_longer_in_the_stream_says_so(url: s
         conn.execute("DELETE FROM helix.stream WHERE key = '1.1.result:same'")
         with pytest.raises(psycopg.errors.DataCorrupted, match="event 1.1.result:same of step 1"):
             conn.execute("SELECT message FROM helix.messages WHERE session_id = 's'").fetchall()
+
+
+PATCH = [{"op": "add", "path": "/notes/-", "value": "x"}]
+
+
+def commit(conn: psycopg.Connection[Any], session: str, step: int, patch: Any, events: list[dict[str, Any]]) -> None:
+    finish = {"type": "step_finish", "data": {"step": step}, "key": f"1.{step}.step_finish"}
+    payload = {"session_id": session, "run": 1, "step": step, "messages": [], "patch": patch,
+               "events": [*events, finish], "usage": []}
+    conn.execute("SELECT helix.commit_step(%s::jsonb)", (json.dumps(payload),))
+
+
+def patch_event(step: int, patches: Any, part: str = "patch") -> dict[str, Any]:
+    return {"type": "state_patch", "data": {"patches": patches}, "key": f"1.{step}.{part}"}
+
+
+def state_log(conn: psycopg.Connection[Any], session: str) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in conn.execute(
+        "SELECT step, part, run, patch FROM helix.state_patches WHERE session_id = %s ORDER BY step, part", (session,)
+    )]
+
+
+def stored_patches(conn: psycopg.Connection[Any], session: str) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in conn.execute(
+        "SELECT step, part, patch FROM helix.step_patches"
+        " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY step, part", (session,)
+    )]
+
+
+def test_a_patch_its_event_holds_gets_no_row_and_the_log_reads_it_from_the_stream(url: str) -> None:
+    other = [{"op": "replace", "path": "/count", "value": 2}]
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES ('s', 'a', 's')")
+        commit(conn, "s", 1, PATCH, [patch_event(1, PATCH)])  # the event holds it: no row
+        commit(conn, "s", 2, PATCH + other, [patch_event(2, PATCH), patch_event(2, other, "patch:f1")])  # a finisher wrote too
+        commit(conn, "s", 3, None, [patch_event(3, PATCH)])  # an event, and no patch committed
+        commit(conn, "s", 4, None, [])  # nothing changed
+        # a step that published its patch and was never committed (its run was aborted)
+        conn.execute("SELECT helix.append_events_once('s', 1, 5, %s::jsonb)", (json.dumps([patch_event(5, other)]),))
+
+        assert stored_patches(conn, "s") == [(2, 0, PATCH + other), (3, 0, [])]
+        assert state_log(conn, "s") == [(1, 0, 1, PATCH), (2, 0, 1, PATCH + other), (3, 0, 1, [])]
+
+
+def test_the_release_before_reads_saves_forks_and_prunes_the_state_log_with_its_own_sql(url: str) -> None:
+    """A worker of the release before 020 uses ``helix.state_log`` by name while a deploy
+    rolls (its statements verbatim, from store/*.py at 7ad72ef)."""
+    num = "(SELECT num FROM helix.sessions WHERE id = %(id)s)"
+    read = (  # reads.load_state
+        f"SELECT patch FROM helix.state_log WHERE session_num = {num} AND step > %(from)s"
+        " AND (CAST(%(at)s AS integer) IS NULL OR step <= %(at)s) ORDER BY step, part"
+    )
+    save = (  # writes.save_hook_state
+        "INSERT INTO helix.state_log (session_num, step, part, run, patch)"
+        f" VALUES ({num}, %(n)s, 1, %(run)s, CAST(%(p)s AS jsonb))"
+    )
+    fork = (  # writes.fork_session
+        "INSERT INTO helix.state_log (session_num, step, part, run, patch)"
+        f" SELECT {num.replace('id)s', 'new)s')}, step, part, 0, patch FROM helix.state_log"
+        f" WHERE session_num = {num} AND step <= %(n)s"
+    )
+    prune = f"DELETE FROM helix.state_log WHERE session_num IN ({num})"  # retention.delete_trees
+    hook = [{"op": "add", "path": "/seen", "value": True}]
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES ('s', 'a', 's')")
+        commit(conn, "s", 1, PATCH, [patch_event(1, PATCH)])
+        conn.execute(save, {"id": "s", "n": 1, "run": 1, "p": json.dumps(hook)})
+        assert [p for (p,) in conn.execute(read, {"id": "s", "from": 0, "at": None})] == [PATCH, hook]
+
+        conn.execute("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES ('f', 'a', 'f')")
+        conn.execute(fork, {"id": "s", "new": "f", "n": 1})
+        assert stored_patches(conn, "f") == [(1, 0, PATCH), (1, 1, hook)], "a fork has no stream: its rows hold it all"
+
+        conn.execute(prune, {"id": "s"})
+        assert stored_patches(conn, "s") == []
