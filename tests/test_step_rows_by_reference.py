@@ -13,8 +13,11 @@ from typing import Any
 
 import psycopg
 import pytest
+import sqlalchemy as sa
 
 from helix_dbos.database import libpq_url
+from helix_dbos.store import reads
+from helix_dbos.store.engine import create_engine
 from helix_dbos.store.migrations import migrate
 
 ASSISTANT = {
@@ -118,6 +121,28 @@ def test_the_release_before_reads_forks_and_appends_with_its_own_sql(url: str) -
         user = {"role": "user", "content": "and then?"}
         conn.execute(append, {"id": "s", "m": json.dumps([user]), "run": 2, "step": 1})
         assert [m for _, m in conn.execute(read, {"id": "s"})] == [*MESSAGES, user]
+
+
+def test_the_tail_from_the_last_assistant_message_reads_back_no_earlier_step(url: str) -> None:
+    """Each new run of a session reads that tail (the legacy ``__finish__`` heal): it finds
+    the last step row with an assistant message from the rows as stored, and reads parts
+    back from the stream for that row and later ones only."""
+    answer = {"role": "assistant", "content": "Done."}
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        commit_step_one(conn, "s")
+        payload = {"session_id": "s", "run": 1, "step": 2, "messages": [answer], "usage": [],
+                   "events": [{"type": "text", "data": {"content": "Done."}, "key": "1.2.text"}]}
+        conn.execute("SELECT helix.commit_step(%s::jsonb)", (json.dumps(payload),))
+        conn.execute("DELETE FROM helix.stream WHERE key = '1.1.result:same'")  # step 1 can no longer be read back
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            tail = reads.load_messages_since_last_assistant(conn, "s")
+            with pytest.raises(sa.exc.DBAPIError, match="event 1.1.result:same"):
+                reads.load_messages(conn, "s")
+    finally:
+        engine.dispose()
+    assert [m.model_dump(exclude_none=True) for m in tail] == [{**answer, "tool_calls": []}]
 
 
 def test_a_transcript_that_reads_an_event_no_longer_in_the_stream_says_so(url: str) -> None:

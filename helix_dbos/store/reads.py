@@ -45,13 +45,27 @@ def session_num(param: str = "id") -> str:
 
 
 _SESSION_NUM = f"session_num = {session_num()}"
-_MESSAGES = (
-    "(SELECT t.first_seq + m.ord - 1 AS seq, t.run, t.step, m.message FROM helix.transcript t"
-    f" CROSS JOIN LATERAL jsonb_array_elements(t.messages) WITH ORDINALITY AS m(message, ord) WHERE t.{_SESSION_NUM})"
+
+
+def _messages(from_seq: str = "0") -> str:
+    """SQL for the session's messages, each with its seq, of its step rows whose first seq
+    is ``from_seq`` (SQL) or later: ``helix.transcript`` has one row per step
+    (store/sql/017), a view of ``helix.step_messages`` with the parts that rows leave out
+    to the stream read back (019), so the rows it does not read cost nothing."""
+    return (
+        "(SELECT t.first_seq + m.ord - 1 AS seq, t.run, t.step, m.message FROM helix.transcript t"
+        " CROSS JOIN LATERAL jsonb_array_elements(t.messages) WITH ORDINALITY AS m(message, ord)"
+        f" WHERE t.{_SESSION_NUM} AND t.first_seq >= {from_seq})"
+    )
+
+
+_MESSAGES = _messages()
+_LAST_ASSISTANT_ROW = (
+    f"COALESCE((SELECT first_seq FROM helix.step_messages WHERE {_SESSION_NUM}"
+    " AND messages @> '[{\"role\": \"assistant\"}]' ORDER BY first_seq DESC LIMIT 1), 0)"
 )
-"""The session's messages, each with its seq: ``helix.transcript`` has one row per step
-(store/sql/017), a view of ``helix.step_messages`` with the parts that rows leave out to
-the stream read back (019)."""
+"""The first seq of the last step row with an assistant message (0 for none), found back
+along the key from the rows as stored: their roles are all there."""
 
 
 def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | None:
@@ -120,7 +134,7 @@ def load_messages_since_last_assistant(conn: sa.Connection, session_id: str) -> 
     """The tail of the transcript from its last assistant message on (for the finish heal)."""
     rows = conn.execute(
         sa.text(
-            f"WITH m AS {_MESSAGES} SELECT message FROM m"
+            f"WITH m AS {_messages(_LAST_ASSISTANT_ROW)} SELECT message FROM m"
             " WHERE seq >= COALESCE((SELECT max(seq) FROM m WHERE message->>'role' = 'assistant'), 0) ORDER BY seq"
         ),
         {"id": session_id},
