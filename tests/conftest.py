@@ -150,6 +150,14 @@ def fresh_database_url(make_database: Callable[[], str]) -> str:
     return make_database()
 
 
+@pytest.fixture
+def migrated_url(make_database: Callable[[], str]) -> str:
+    """A new database of the test's own with the helix schema migrated."""
+    url = make_database()
+    migrate(url)
+    return url
+
+
 @pytest.fixture(scope="session")
 def database_url(make_database: Callable[[], str]) -> str:
     """One database for the whole session with the helix schema migrated."""

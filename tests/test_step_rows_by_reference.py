@@ -8,7 +8,6 @@ through ``helix.commit_step`` itself."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -18,7 +17,6 @@ import sqlalchemy as sa
 from helix_dbos.database import libpq_url
 from helix_dbos.store import reads
 from helix_dbos.store.engine import create_engine
-from helix_dbos.store.migrations import migrate
 
 ASSISTANT = {
     "role": "assistant",
@@ -59,15 +57,8 @@ def stored(conn: psycopg.Connection[Any], session: str) -> Any:
     ).fetchone()[0]
 
 
-@pytest.fixture
-def url(make_database: Callable[[], str]) -> str:
-    url = make_database()
-    migrate(url)
-    return url
-
-
-def test_what_the_stream_holds_word_for_word_is_stored_once_and_read_back_whole(url: str) -> None:
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+def test_what_the_stream_holds_word_for_word_is_stored_once_and_read_back_whole(migrated_url: str) -> None:
+    with psycopg.connect(libpq_url(migrated_url), autocommit=True) as conn:
         commit_step_one(conn, "s")
         row = stored(conn, "s")
         whole = conn.execute("SELECT message FROM helix.messages WHERE session_id = 's' ORDER BY seq").fetchall()
@@ -85,7 +76,7 @@ def test_what_the_stream_holds_word_for_word_is_stored_once_and_read_back_whole(
     assert [m for (m,) in whole] == MESSAGES
 
 
-def test_the_release_before_reads_forks_and_appends_with_its_own_sql(url: str) -> None:
+def test_the_release_before_reads_forks_and_appends_with_its_own_sql(migrated_url: str) -> None:
     """A worker of the release before 019 reads and writes ``helix.transcript`` by name
     while a deploy rolls (its statements verbatim, from store/*.py at 7ad72ef)."""
     num = "(SELECT num FROM helix.sessions WHERE id = %(id)s)"
@@ -109,7 +100,7 @@ def test_the_release_before_reads_forks_and_appends_with_its_own_sql(url: str) -
         "   %(run)s, %(step)s, CAST(%(m)s AS jsonb) WHERE jsonb_array_length(CAST(%(m)s AS jsonb)) > 0)"
         " SELECT message_count FROM s"
     )
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+    with psycopg.connect(libpq_url(migrated_url), autocommit=True) as conn:
         commit_step_one(conn, "s")
         assert [m for _, m in conn.execute(read, {"id": "s"})] == MESSAGES
 
@@ -123,18 +114,18 @@ def test_the_release_before_reads_forks_and_appends_with_its_own_sql(url: str) -
         assert [m for _, m in conn.execute(read, {"id": "s"})] == [*MESSAGES, user]
 
 
-def test_the_tail_from_the_last_assistant_message_reads_back_no_earlier_step(url: str) -> None:
+def test_the_tail_from_the_last_assistant_message_reads_back_no_earlier_step(migrated_url: str) -> None:
     """Each new run of a session reads that tail (the legacy ``__finish__`` heal): it finds
     the last step row with an assistant message from the rows as stored, and reads parts
     back from the stream for that row and later ones only."""
     answer = {"role": "assistant", "content": "Done."}
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+    with psycopg.connect(libpq_url(migrated_url), autocommit=True) as conn:
         commit_step_one(conn, "s")
         payload = {"session_id": "s", "run": 1, "step": 2, "messages": [answer], "usage": [],
                    "events": [{"type": "text", "data": {"content": "Done."}, "key": "1.2.text"}]}
         conn.execute("SELECT helix.commit_step(%s::jsonb)", (json.dumps(payload),))
         conn.execute("DELETE FROM helix.stream WHERE key = '1.1.result:same'")  # step 1 can no longer be read back
-    engine = create_engine(url)
+    engine = create_engine(migrated_url)
     try:
         with engine.connect() as conn:
             tail = reads.load_messages_since_last_assistant(conn, "s")
@@ -145,8 +136,8 @@ def test_the_tail_from_the_last_assistant_message_reads_back_no_earlier_step(url
     assert [m.model_dump(exclude_none=True) for m in tail] == [{**answer, "tool_calls": []}]
 
 
-def test_a_transcript_that_reads_an_event_no_longer_in_the_stream_says_so(url: str) -> None:
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+def test_a_transcript_that_reads_an_event_no_longer_in_the_stream_says_so(migrated_url: str) -> None:
+    with psycopg.connect(libpq_url(migrated_url), autocommit=True) as conn:
         commit_step_one(conn, "s")
         conn.execute("DELETE FROM helix.stream WHERE key = '1.1.result:same'")
         with pytest.raises(psycopg.errors.DataCorrupted, match="event 1.1.result:same of step 1"):
@@ -180,9 +171,9 @@ def stored_patches(conn: psycopg.Connection[Any], session: str) -> list[tuple[An
     )]
 
 
-def test_a_patch_its_event_holds_gets_no_row_and_the_log_reads_it_from_the_stream(url: str) -> None:
+def test_a_patch_its_event_holds_gets_no_row_and_the_log_reads_it_from_the_stream(migrated_url: str) -> None:
     other = [{"op": "replace", "path": "/count", "value": 2}]
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+    with psycopg.connect(libpq_url(migrated_url), autocommit=True) as conn:
         conn.execute("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES ('s', 'a', 's')")
         commit(conn, "s", 1, PATCH, [patch_event(1, PATCH)])  # the event holds it: no row
         commit(conn, "s", 2, PATCH + other, [patch_event(2, PATCH), patch_event(2, other, "patch:f1")])  # a finisher wrote too
@@ -195,7 +186,7 @@ def test_a_patch_its_event_holds_gets_no_row_and_the_log_reads_it_from_the_strea
         assert state_log(conn, "s") == [(1, 0, 1, PATCH), (2, 0, 1, PATCH + other), (3, 0, 1, [])]
 
 
-def test_the_release_before_reads_saves_forks_and_prunes_the_state_log_with_its_own_sql(url: str) -> None:
+def test_the_release_before_reads_saves_forks_and_prunes_the_state_log_with_its_own_sql(migrated_url: str) -> None:
     """A worker of the release before 020 uses ``helix.state_log`` by name while a deploy
     rolls (its statements verbatim, from store/*.py at 7ad72ef)."""
     num = "(SELECT num FROM helix.sessions WHERE id = %(id)s)"
@@ -214,7 +205,7 @@ def test_the_release_before_reads_saves_forks_and_prunes_the_state_log_with_its_
     )
     prune = f"DELETE FROM helix.state_log WHERE session_num IN ({num})"  # retention.delete_trees
     hook = [{"op": "add", "path": "/seen", "value": True}]
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+    with psycopg.connect(libpq_url(migrated_url), autocommit=True) as conn:
         conn.execute("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES ('s', 'a', 's')")
         commit(conn, "s", 1, PATCH, [patch_event(1, PATCH)])
         conn.execute(save, {"id": "s", "n": 1, "run": 1, "p": json.dumps(hook)})

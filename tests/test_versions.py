@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Callable
 
 import psycopg
-import pytest
 
 from helix_dbos import application_version
 from helix_dbos.database import libpq_url
-from helix_dbos.store.migrations import migrate
 
 APPS = Path(__file__).with_name("apps")
 HELIX = Path(sys.executable).with_name("helix-dbos")
@@ -40,27 +38,20 @@ def registered_versions(url: str) -> dict[str, str]:
         return dict(conn.execute("SELECT version_name, application_name FROM dbos.application_versions").fetchall())
 
 
-@pytest.fixture
-def url(make_database: Callable[[], str]) -> str:
-    made = make_database()
-    migrate(made)
-    return made
-
-
-def test_two_applications_share_one_database(url: str) -> None:
+def test_two_applications_share_one_database(migrated_url: str) -> None:
     for name, session in [("billing", "b-1"), ("support", "s-1"), ("billing", "b-2")]:
-        done = run_app(url, name, session)
+        done = run_app(migrated_url, name, session)
         assert done.returncode == 0, done.stderr[-2000:]
         assert json.loads(done.stdout.splitlines()[-1])["output"] == f"{name} says hi"
-    assert registered_versions(url) == {application_version("billing"): "billing", application_version("support"): "support"}
+    assert registered_versions(migrated_url) == {application_version("billing"): "billing", application_version("support"): "support"}
 
 
-def test_the_demo_and_a_users_worker_share_one_database(url: str, tmp_path: Path) -> None:
-    demo = subprocess.run([str(HELIX), "demo", "--database-url", url], capture_output=True, text=True, timeout=180,
+def test_the_demo_and_a_users_worker_share_one_database(migrated_url: str, tmp_path: Path) -> None:
+    demo = subprocess.run([str(HELIX), "demo", "--database-url", migrated_url], capture_output=True, text=True, timeout=180,
                           cwd=tmp_path)
     assert demo.returncode == 0, demo.stderr[-2000:]
     worker = subprocess.Popen([str(HELIX), "worker", "--app", "named_app:executor", "--executor-id", "w1"],
-                              env=app_env(url, "myapp"), cwd=tmp_path, stdout=subprocess.PIPE,
+                              env=app_env(migrated_url, "myapp"), cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
         line = worker.stdout.readline() if worker.stdout else ""
@@ -70,27 +61,27 @@ def test_the_demo_and_a_users_worker_share_one_database(url: str, tmp_path: Path
         out, err = worker.communicate(timeout=60)
     assert worker.returncode == 0, err[-2000:]
     assert "Traceback" not in err
-    assert set(registered_versions(url)) == {application_version("helix-dbos"), application_version("myapp")}
+    assert set(registered_versions(migrated_url)) == {application_version("helix-dbos"), application_version("myapp")}
 
 
-def test_a_version_name_of_another_application_is_one_line(url: str, tmp_path: Path) -> None:
-    assert run_app(url, "billing", "b-1").returncode == 0
+def test_a_version_name_of_another_application_is_one_line(migrated_url: str, tmp_path: Path) -> None:
+    assert run_app(migrated_url, "billing", "b-1").returncode == 0
     worker = subprocess.run([str(HELIX), "worker", "--app", "named_app:executor"], cwd=tmp_path, timeout=120,
-                            env=app_env(url, "support", HELIX_APP_VERSION=application_version("billing")),
+                            env=app_env(migrated_url, "support", HELIX_APP_VERSION=application_version("billing")),
                             capture_output=True, text=True)
     assert worker.returncode == 1
     assert worker.stderr.count("\n") == 1 and worker.stderr.startswith("error: DBOS could not launch:"), worker.stderr
     assert "already registered by application" in worker.stderr
 
 
-def test_a_dbos_system_database_apart_from_helix_is_refused(url: str, make_database: Callable[[], str]) -> None:
+def test_a_dbos_system_database_apart_from_helix_is_refused(migrated_url: str, make_database: Callable[[], str]) -> None:
     elsewhere = make_database()
-    done = run_app(url, "apart", "a-1", HELIX_APP_SYSTEM_URL=elsewhere)
+    done = run_app(migrated_url, "apart", "a-1", HELIX_APP_SYSTEM_URL=elsewhere)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.splitlines()[-1])
     assert result["status"] == "failed"
     assert "helix's database is not DBOS's system database" in result["error"]
-    with psycopg.connect(libpq_url(url)) as conn:
+    with psycopg.connect(libpq_url(migrated_url)) as conn:
         assert conn.execute("SELECT count(*) FROM helix.sessions").fetchone() == (0,)
 
 
@@ -98,31 +89,31 @@ def helix(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(HELIX), *args, "--database-url", url], capture_output=True, text=True, timeout=120)
 
 
-def test_a_run_stranded_by_a_deploy_is_shown_and_moved_to_the_new_version(url: str, tmp_path: Path) -> None:
+def test_a_run_stranded_by_a_deploy_is_shown_and_moved_to_the_new_version(migrated_url: str, tmp_path: Path) -> None:
     old = subprocess.Popen([sys.executable, str(APPS / "named_app.py"), "--gated", "st-1"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, env=app_env(url, "billing", HELIX_APP_VERSION="billing-v1"))
+                           stderr=subprocess.PIPE, text=True, env=app_env(migrated_url, "billing", HELIX_APP_VERSION="billing-v1"))
     assert old.stdout is not None and old.stdout.readline() == "waiting\n"
     old.send_signal(signal.SIGKILL)
     old.communicate(timeout=30)
     worker = subprocess.Popen([str(HELIX), "worker", "--app", "named_app:executor", "--executor-id", "v2"],
-                              env=app_env(url, "billing", HELIX_APP_VERSION="billing-v2"), cwd=tmp_path,
+                              env=app_env(migrated_url, "billing", HELIX_APP_VERSION="billing-v2"), cwd=tmp_path,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert worker.stdout is not None and worker.stdout.readline().startswith("worker v2 listening")
-        shown = helix(url, "show", "st-1")
+        shown = helix(migrated_url, "show", "st-1")
         assert "stranded run 1 waits for a worker of version billing-v1; the newest is billing-v2" in shown.stdout
         assert "helix-dbos move st-1 --to-version billing-v2" in shown.stdout
 
-        moved = helix(url, "move", "st-1", "--to-version", "billing-v2", "--json")
+        moved = helix(migrated_url, "move", "st-1", "--to-version", "billing-v2", "--json")
         assert moved.returncode == 0, moved.stderr
         assert json.loads(moved.stdout)["run"] == 2
         deadline = time.monotonic() + 60
-        while not (pending := json.loads(helix(url, "pending", "--session", "st-1", "--json").stdout)):
+        while not (pending := json.loads(helix(migrated_url, "pending", "--session", "st-1", "--json").stdout)):
             assert time.monotonic() < deadline, "the moved run never reached its approval"
             time.sleep(0.1)
         assert [p["run"] for p in pending] == [2]
-        assert helix(url, "approve", "st-1", pending[0]["tool_call_id"]).returncode == 0
-        while (detail := json.loads(helix(url, "show", "st-1", "--json").stdout))["session"]["status"] != "completed":
+        assert helix(migrated_url, "approve", "st-1", pending[0]["tool_call_id"]).returncode == 0
+        while (detail := json.loads(helix(migrated_url, "show", "st-1", "--json").stdout))["session"]["status"] != "completed":
             assert time.monotonic() < deadline, detail["session"]["status"]
             time.sleep(0.1)
     finally:

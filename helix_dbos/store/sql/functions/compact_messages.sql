@@ -8,7 +8,7 @@
 --                        <- name and arguments from the event '<run>.<step>.call:<id>';
 --   an assistant's text  "content": null
 --                        <- content of the event '<run>.<step>.text'.
--- A part is left out only when its event equals it, so whatever differs (a __finish__
+-- A part is left out only when its event equals it (helix.message_part_from_event), so whatever differs (a __finish__
 -- call, which has no event; text the model streamed otherwise) stays as it was. Called by
 -- helix.commit_step after the step's events are in the stream.
 CREATE OR REPLACE FUNCTION helix.compact_messages(snum bigint, run_no integer, step_no integer, msgs jsonb)
@@ -25,14 +25,14 @@ BEGIN
         IF m->>'role' = 'tool' THEN
             SELECT data INTO ev FROM helix.stream
              WHERE session_num = snum AND step = step_no AND key = prefix || 'result:' || (m->>'tool_call_id');
-            IF ev = m - 'role' THEN
+            IF helix.message_part_from_event('tool_result', ev) = m THEN
                 m := jsonb_build_object('role', 'tool', 'tool_call_id', m->'tool_call_id');
             END IF;
         ELSIF m->>'role' = 'assistant' THEN
             IF jsonb_typeof(m->'content') = 'string' THEN
                 SELECT data INTO ev FROM helix.stream
                  WHERE session_num = snum AND step = step_no AND key = prefix || 'text';
-                IF ev->'content' = m->'content' THEN
+                IF helix.message_part_from_event('text', ev) = m->'content' THEN
                     m := jsonb_set(m, '{content}', 'null'::jsonb);
                 END IF;
             END IF;
@@ -41,7 +41,7 @@ BEGIN
                 FOR c IN SELECT value FROM jsonb_array_elements(m->'tool_calls') LOOP
                     SELECT data INTO ev FROM helix.stream
                      WHERE session_num = snum AND step = step_no AND key = prefix || 'call:' || (c->>'id');
-                    IF jsonb_build_object('id', ev->'tool_call_id', 'name', ev->'tool_name', 'arguments', ev->'input') = c THEN
+                    IF helix.message_part_from_event('tool_call', ev) = c THEN
                         c := jsonb_build_object('id', c->'id');
                     END IF;
                     calls := calls || jsonb_build_array(c);
