@@ -146,7 +146,7 @@ SELECT (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.step_messages t,
      + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.stream t, s WHERE session_num = s.num)
      + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.step_patches t, s WHERE session_num = s.num)
      + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.state_snapshots t WHERE session_id = %(s)s)
-     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.usage_log t, s WHERE session_num = s.num)
+     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.step_usage t, s WHERE session_num = s.num)
      + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM dbos.operation_outputs t WHERE workflow_uuid = %(w)s)
 """
 

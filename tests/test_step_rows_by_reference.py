@@ -217,3 +217,95 @@ def test_the_release_before_reads_saves_forks_and_prunes_the_state_log_with_its_
 
         conn.execute(prune, {"id": "s"})
         assert stored_patches(conn, "s") == []
+
+
+# --- usage (021) -----------------------------------------------------------------------
+
+MODEL_USAGE = {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10, "cost_usd": 0.5, "latency_ms": 12.5}
+LEDGER = (
+    "SELECT run, step, source, name, input_tokens, output_tokens, total_tokens, cost_usd, ms, success"
+    " FROM helix.usage WHERE session_id = %s"
+    " ORDER BY run, step, array_position(ARRAY['llm', 'tool', 'client_tool_wait'], source), id, name"
+)
+
+
+def commit_usage(conn: psycopg.Connection[Any], session: str, step: int, usage: dict[str, Any],
+                 rows: list[dict[str, Any]]) -> None:
+    finish = {"type": "step_finish", "data": {"step": step, "stop_reason": None, "usage": usage},
+              "key": f"1.{step}.step_finish"}
+    payload = {"session_id": session, "run": 1, "step": step, "messages": [], "events": [finish], "usage": rows}
+    conn.execute("SELECT helix.commit_step(%s::jsonb)", (json.dumps(payload),))
+
+
+def stored_usage(conn: psycopg.Connection[Any], session: str) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in conn.execute(
+        "SELECT step, source, name FROM helix.step_usage"
+        " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY id", (session,)
+    )]
+
+
+def test_a_step_s_usage_is_read_from_its_step_finish_and_only_the_rest_is_stored(migrated_url: str) -> None:
+    """Step 1 commits as this release does: its step_finish names the model and lists the
+    tools, and it sends no rows. Step 2 commits as the release before did: rows, and a
+    step_finish with the model's usage only. Each is counted once."""
+    held = {**MODEL_USAGE, "model": "gpt", "success": False,
+            "tools": [{"name": "search", "ms": 2.5, "success": True}, {"name": "fetch", "ms": 1.0, "success": False}]}
+    before = [{"source": "llm", "name": "gpt", "input_tokens": 7, "output_tokens": 3, "total_tokens": 10,
+               "cost_usd": 0.5, "ms": 12.5, "success": True},
+              {"source": "tool", "name": "search", "ms": 4.0, "success": True}]
+    with psycopg.connect(libpq_url(migrated_url), autocommit=True) as conn:
+        conn.execute("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES ('s', 'a', 's')")
+        commit_usage(conn, "s", 1, held, [])
+        commit_usage(conn, "s", 2, MODEL_USAGE, before)
+        ledger = [tuple(r) for r in conn.execute(LEDGER, ("s",))]
+        stored = stored_usage(conn, "s")
+    with create_engine(migrated_url).connect() as conn:
+        summary = reads.usage_summary(conn, "s")
+
+    assert stored == [(2, "llm", "gpt"), (2, "tool", "search")]
+    assert ledger == [
+        (1, 1, "llm", "gpt", 7, 3, 10, 0.5, 12.5, False),
+        (1, 1, "tool", "fetch", 0, 0, 0, None, 1.0, False),
+        (1, 1, "tool", "search", 0, 0, 0, None, 2.5, True),
+        (1, 2, "llm", "gpt", 7, 3, 10, 0.5, 12.5, True),
+        (1, 2, "tool", "search", 0, 0, 0, None, 4.0, True),
+    ]
+    assert (summary.llm_calls, summary.tool_calls, summary.input_tokens, summary.cost_usd) == (2, 3, 14, 1.0)
+    assert summary.by_name["tool:search"] == {"calls": 2, "ms": 6.5}
+
+
+def test_a_step_finish_that_names_no_model_holds_no_usage(migrated_url: str) -> None:
+    """A step_finish of the release before, or one a test writes, adds nothing to the ledger."""
+    with psycopg.connect(libpq_url(migrated_url), autocommit=True) as conn:
+        conn.execute("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES ('s', 'a', 's')")
+        commit_usage(conn, "s", 1, {**MODEL_USAGE, "tools": [{"name": "search", "ms": 1.0, "success": True}]}, [])
+        assert conn.execute(LEDGER, ("s",)).fetchall() == []
+
+
+def test_the_release_before_sums_and_prunes_usage_with_its_own_sql(migrated_url: str) -> None:
+    """A worker of the release before 021 reads and deletes ``helix.usage_log`` by name
+    while a deploy rolls (its statements verbatim, from store/*.py at a5185d0)."""
+    summary = (  # reads.usage_summary
+        "SELECT source, name, count(*) AS calls, sum(input_tokens) AS i, sum(output_tokens) AS o,"
+        " sum(total_tokens) AS t, sum(cost_usd) AS c, sum(ms) AS ms"
+        " FROM helix.usage_log WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(id)s)"
+        " GROUP BY source, name"
+    )
+    prune = (  # retention.delete_trees, in its order: the stream first
+        "DELETE FROM helix.{table} WHERE session_num IN"
+        " (SELECT num FROM helix.sessions WHERE root_session_id = ANY (%(roots)s))"
+    )
+    held = {**MODEL_USAGE, "model": "gpt", "success": True, "tools": [{"name": "search", "ms": 2.5, "success": True}]}
+    row_before = {"source": "tool", "name": "search", "ms": 4.0, "success": True}
+    with psycopg.connect(libpq_url(migrated_url), autocommit=True) as conn:
+        conn.execute("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES ('s', 'a', 's')")
+        commit_usage(conn, "s", 1, held, [])
+        commit_usage(conn, "s", 2, MODEL_USAGE, [row_before])
+        sums = sorted(tuple(r) for r in conn.execute(summary, {"id": "s"}))
+        for table in ("stream", "step_messages", "step_patches", "usage_log"):
+            conn.execute(prune.format(table=table), {"roots": ["s"]})
+        left = conn.execute("SELECT count(*) FROM helix.usage_log").fetchone()[0]
+        stored = stored_usage(conn, "s")
+
+    assert sums == [("llm", "gpt", 1, 7, 3, 10, 0.5, 12.5), ("tool", "search", 2, 0, 0, 0, None, 6.5)]
+    assert (left, stored) == (0, [])

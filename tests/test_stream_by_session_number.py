@@ -157,7 +157,8 @@ def test_a_session_s_usage_is_read_along_the_primary_key_the_only_index_it_keeps
     make_database: Callable[[], str],
 ) -> None:
     """018: usage rows are keyed by (session_num, id); a session's summary reads its own
-    rows along that key, whatever the other sessions hold."""
+    rows along that key, whatever the other sessions hold (021: the rows are in
+    helix.step_usage, and helix.usage_log reads them with what step_finish events hold)."""
     url = make_database()
     migrate(url)
     engine = create_engine(url)
@@ -178,10 +179,10 @@ def test_a_session_s_usage_is_read_along_the_primary_key_the_only_index_it_keeps
                 " (VALUES ('llm', 'gpt', 7), ('tool', 'search', 0), ('tool', 'search', 0)) v(src, n, tok) WHERE id = 'mine'"
             ))
         with engine.connect() as conn:
-            conn.execute(sa.text("ANALYZE helix.usage_log"))
+            conn.execute(sa.text("ANALYZE helix.step_usage"))
             indexes = conn.execute(sa.text(
                 "SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index"
-                " WHERE indrelid = 'helix.usage_log'::regclass"
+                " WHERE indrelid = 'helix.step_usage'::regclass"
             )).all()
             summary = reads.usage_summary(conn, "mine")
             plan = conn.execute(
@@ -191,7 +192,7 @@ def test_a_session_s_usage_is_read_along_the_primary_key_the_only_index_it_keeps
     finally:
         engine.dispose()
 
-    assert [name for name, _ in indexes] == ["helix.usage_log_pkey"]
+    assert [name for name, _ in indexes] == ["helix.step_usage_pkey"]
     assert "(session_num, id)" in indexes[0][1]
     assert (summary.llm_calls, summary.input_tokens) == (1, 7)
     assert summary.by_name["tool:search"] == {"calls": 2, "ms": 5.0}

@@ -40,11 +40,10 @@ from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import (
     RunScope,
     in_call_order,
-    llm_usage_row,
     step_info,
     terminal_events,
+    step_usage,
     tool_calls_of,
-    tool_usage_row,
     unknown_tool_message,
 )
 from helix_dbos.durable.steps import call_llm, llm_output
@@ -67,7 +66,7 @@ from helix_dbos.orchestration import (
     synthesize_step_tool_results,
 )
 from helix_dbos.state import StateTracker, apply_step_writes, merge_step_writes, step_writes_to_rfc6902
-from helix_dbos.store.records import KeyedEvent, ResolvedCall, StepCommit, Terminal, UsageRow
+from helix_dbos.store.records import KeyedEvent, ResolvedCall, StepCommit, Terminal
 from helix_dbos.text import storable
 from helix_dbos.types import (
     FINISH_TOOL_NAME,
@@ -93,7 +92,6 @@ class StepOutput:
     events: StepEvents
     messages: list[Message] = field(default_factory=list)
     writes: list[Any] = field(default_factory=list)
-    usage_rows: list[UsageRow] = field(default_factory=list)
     outcomes: list[ToolOutcome] = field(default_factory=list)
     results: list[ToolResultMessage] = field(default_factory=list)
     resolved: list[ResolvedCall] = field(default_factory=list)
@@ -169,7 +167,6 @@ class AgentLoop:
             step_result, usage = self._count_llm(parked.llm[-1])
         out.messages.extend(out.notices)
         plan = plan_step_processing(step_result, output_schema=self.agent.output_schema)
-        out.usage_rows.append(llm_usage_row(self.agent.llm_config.model, usage, step_result))
         if plan.assistant_message_plan is not None:
             out.messages.append(create_assistant_message(plan.assistant_message_plan))
         parking = await self._run_tools(step_no, plan, out, parked)
@@ -177,7 +174,9 @@ class AgentLoop:
             return parking
         out.terminal = await self._decide(step_result, plan, out)
         finish = StepFinishEvent(
-            step=step_no, stop_reason=getattr(step_result, "stop_reason", None), usage=usage.model_dump(mode="json")
+            step=step_no,
+            stop_reason=getattr(step_result, "stop_reason", None),
+            usage=step_usage(self.agent.llm_config.model, usage, step_result, out.outcomes),
         )
         out.events.add([("step_finish", finish), *terminal_events(out.terminal, self.usage)])
         return out
@@ -237,9 +236,6 @@ class AgentLoop:
         results += synthesize_step_tool_results(plan)
         out.results = in_call_order(results, plan)
         out.messages.extend(out.results)
-        for outcome in out.outcomes:
-            if outcome.executed:
-                out.usage_rows.append(tool_usage_row(outcome))
         streamed = {o.tool_call_id for o in out.outcomes}  # with their tool steps' checkpoints
         out.events.add(tool_result_events([r for r in out.results if r.tool_call_id not in streamed]))
         return None
@@ -357,7 +353,6 @@ class AgentLoop:
             messages=out.messages + out.extra_messages,
             patch=step_writes_to_rfc6902(out.writes) if out.writes else None,
             snapshot=new_state if step_no % SNAPSHOT_EVERY_STEPS == 0 else None,
-            usage=out.usage_rows,
             events=out.events.all,
             next_step=KeyedEvent.at(run, step_no + 1, "step_start", StepStartEvent(step=step_no + 1)),
             terminal=out.terminal,

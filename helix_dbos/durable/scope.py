@@ -1,5 +1,5 @@
 """The run a piece of workflow code works for, and the pure helpers that shape what a
-step writes: messages, events and usage rows. No I/O here."""
+step writes: messages, events and usage. No I/O here."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from helix_dbos.durable.steps import ToolJob
 from helix_dbos.events import ErrorEvent, Event, FinishEvent
 from helix_dbos.orchestration import StepProcessingPlan, create_tool_result_message
 from helix_dbos.state import StateTracker
-from helix_dbos.store.records import Terminal, UsageRow
+from helix_dbos.store.records import Terminal
 from helix_dbos.tools import HookContext, ReadOnlyState, Tool
 from helix_dbos.types import (
     AssistantMessage,
@@ -123,13 +123,20 @@ def terminal_events(terminal: Terminal | None, usage: Usage) -> list[tuple[str, 
     return [("end", ErrorEvent(error=terminal.error, stop_reason=terminal.stop_reason))]
 
 
-def llm_usage_row(model: str, usage: Usage, step_result: StepResult) -> UsageRow:
-    return UsageRow(
-        source="llm", name=model, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-        total_tokens=usage.total_tokens, cost_usd=usage.cost_usd, ms=usage.latency_ms,
-        success=step_result.type != "error",
-    )
+def step_usage(model: str, usage: Usage, step_result: StepResult, outcomes: list[ToolOutcome]) -> dict[str, Any]:
+    """What a step used, as its ``step_finish`` event says (``usage``): the model's tokens,
+    cost and latency, its name and whether its call succeeded, and each tool call the step
+    executed, with its time and success. The usage ledger (``helix.usage_log``) reads the
+    step's rows from it (store/sql/021)::
 
-
-def tool_usage_row(outcome: ToolOutcome) -> UsageRow:
-    return UsageRow(source="tool", name=outcome.tool_name, ms=outcome.ms, success=outcome.success)
+        >>> from helix_dbos.types import TextStepResult
+        >>> step_usage("openai/gpt-4o", Usage(input_tokens=9, total_tokens=9), TextStepResult(content="hi"), [])
+        {'input_tokens': 9, 'output_tokens': 0, 'total_tokens': 9, 'cost_usd': None, 'latency_ms': 0.0, \
+'model': 'openai/gpt-4o', 'success': True, 'tools': []}
+    """
+    return {
+        **usage.model_dump(mode="json"),
+        "model": model,
+        "success": step_result.type != "error",
+        "tools": [{"name": o.tool_name, "ms": o.ms, "success": o.success} for o in outcomes if o.executed],
+    }

@@ -36,9 +36,9 @@ _SESSION_COLUMNS = (
 
 def session_num(param: str = "id") -> str:
     """SQL for the number of session ``:param``. The tables a step writes to (``helix.stream``,
-    ``step_messages``, ``step_patches``, ``usage_log``) name their sessions by it
-    (store/sql/016, 017, 019, 020), and so do the views ``helix.transcript`` and
-    ``helix.state_log``; read them by number, not through their views by id (``helix.events`` and the
+    ``step_messages``, ``step_patches``, ``step_usage``) name their sessions by it
+    (store/sql/016, 017, 019, 020, 021), and so do the views ``helix.transcript``,
+    ``helix.state_log`` and ``helix.usage_log``; read them by number, not through their views by id (``helix.events`` and the
     others), where a range of a session's rows in order is sorted: Postgres does not see
     that one id is one session."""
     return f"(SELECT num FROM helix.sessions WHERE id = :{param})"

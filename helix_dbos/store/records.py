@@ -191,19 +191,6 @@ class SessionRecord(BaseModel):
 # --- what one agent step commits ---------------------------------------------------------
 
 
-class UsageRow(BaseModel):
-    """One usage row: an LLM call or a tool execution."""
-
-    source: Literal["llm", "tool"]
-    name: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
-    cost_usd: float | None = None
-    ms: float = 0.0
-    success: bool = True
-
-
 class Terminal(BaseModel):
     """How a run ends, when a step ends it."""
 
@@ -257,7 +244,6 @@ class StepCommit(BaseModel):
     """The step's state change as RFC 6902 operations."""
     snapshot: dict[str, Any] | None = None
     """A full copy of the state after the step, every so many steps."""
-    usage: list[UsageRow] = Field(default_factory=list)
     events: list[KeyedEvent] = Field(default_factory=list)
     """The step's events that workflow code produced (the LLM and tool steps' own ride in
     their checkpoints); the commit writes those not written while the step ran."""

@@ -1,4 +1,5 @@
-"""Usage: one ``helix.usage`` row per LLM call and per tool call, summed by ``get_usage``."""
+"""Usage: one ``helix.usage`` row per LLM call and per tool call, summed by ``get_usage``;
+read from each step's ``step_finish`` event, which holds them (store/sql/021)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pydantic import BaseModel
 from helix_dbos import MockLLMAdapter, Usage, define_agent, tool
 from helix_dbos.llm.mock import to_step_result
 from helix_dbos.types import MessageListAdapter
-from runtime_testkit import RESULT_TIMEOUT, call, calls, finish, text, unique, usage_rows, use_model
+from runtime_testkit import RESULT_TIMEOUT, call, calls, events, finish, rows, text, unique, usage_rows, use_model
 
 
 @tool
@@ -69,6 +70,18 @@ def test_get_usage_sums_the_models_deterministic_usage_and_counts_tools(executor
     assert usage.by_name["tool:lookup"]["calls"] == 2
     assert usage.by_name["tool:broken"]["calls"] == 1
     assert "tool:nope" not in usage.by_name
+
+    # each step's step_finish holds its usage, and no row stores it again
+    finishes = [e["data"]["usage"] for e in events(executor, sid) if e["type"] == "step_finish"]
+    assert [(u["model"], u["success"], u["total_tokens"], [(t["name"], t["success"]) for t in u["tools"]])
+            for u in finishes] == [
+        ("mock", True, expected[0][2], [("lookup", True), ("lookup", True)]),
+        ("mock", True, expected[1][2], [("broken", False)]),
+        ("mock", True, expected[2][2], []),
+    ]
+    assert all(t["ms"] > 0 for u in finishes for t in u["tools"])
+    assert rows(executor, "SELECT count(*) AS n FROM helix.step_usage"
+                " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)", s=sid) == [{"n": 0}]
 
 
 def test_get_usage_sums_reported_usage_and_cost_across_runs(executor):

@@ -11,7 +11,8 @@ from typing import Any
 from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, rows, text, unique, use_model
 
 from helix_dbos import define_agent
-from helix_dbos.store.records import StepCommit, UsageRow
+from helix_dbos.events import StepFinishEvent
+from helix_dbos.store.records import KeyedEvent, StepCommit
 from helix_dbos.types import AssistantMessage
 
 
@@ -29,7 +30,8 @@ def again(session_id: str, run: int, step: int) -> StepCommit:
     return StepCommit(
         session_id=session_id, run=run, step=step, messages=[AssistantMessage(content="written twice?")],
         patch=[{"op": "add", "path": "/x", "value": 1}],
-        usage=[UsageRow(source="llm", name="m", total_tokens=5)],
+        events=[KeyedEvent.at(run, step, "step_finish",
+                              StepFinishEvent(step=step, usage={"model": "m", "total_tokens": 5, "tools": []}))],
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from dbos import DBOS, SetWorkflowID
 from runtime_testkit import (
     RESULT_TIMEOUT,
+    USAGE_ORDER,
     agent,
     assert_paired,
     call,
@@ -45,7 +46,7 @@ def snapshot(executor: Any, session_id: str) -> dict[str, Any]:
         "runs": rows(executor, "SELECT * FROM helix.runs WHERE session_id = :s ORDER BY run", s=session_id),
         "events": events(executor, session_id),
         "snapshots": rows(executor, "SELECT * FROM helix.state_snapshots WHERE session_id = :s", s=session_id),
-        "usage": rows(executor, "SELECT * FROM helix.usage WHERE session_id = :s ORDER BY id", s=session_id),
+        "usage": rows(executor, f"SELECT * FROM helix.usage WHERE session_id = :s ORDER BY {USAGE_ORDER}", s=session_id),
         "workflows": rows(executor, "SELECT workflow_uuid, status FROM dbos.workflow_status WHERE workflow_uuid LIKE :w"
                           " ORDER BY workflow_uuid", w=f"helix:{session_id}:%"),
     }

@@ -1,7 +1,8 @@
 -- Commit one agent step in one transaction; workflow code calls it after the step's last
 -- DBOS operation. p is:
 --   {session_id, run, step, messages: [...], patch: [...]|null, snapshot: {...}|null,
---    usage: [{source, name, input_tokens, output_tokens, total_tokens, cost_usd, ms, success}],
+--    usage: [{source, name, input_tokens, output_tokens, total_tokens, cost_usd, ms, success}]
+--      (usage no event holds: the step_finish event holds the model's and the tools', 021),
 --    events: [{type, data, key}], next_step: {type, data, key}|null,
 --    terminal: {status, output, error, stop_reason}|null,
 --    resolved: [{tool_call_id, status}] (gated calls answered or timed out in this step)}
@@ -83,8 +84,8 @@ BEGIN
         INSERT INTO helix.state_snapshots (session_id, step, state) VALUES (sid, step_no, p->'snapshot');
     END IF;
 
-    INSERT INTO helix.usage_log (session_num, run, step, source, name, input_tokens, output_tokens,
-                                 total_tokens, cost_usd, ms, success)
+    INSERT INTO helix.step_usage (session_num, run, step, source, name, input_tokens, output_tokens,
+                                  total_tokens, cost_usd, ms, success)
     SELECT cur.num, run_no, step_no, u.source, u.name, COALESCE(u.input_tokens, 0), COALESCE(u.output_tokens, 0),
            COALESCE(u.total_tokens, 0), u.cost_usd, COALESCE(u.ms, 0), COALESCE(u.success, true)
     FROM jsonb_to_recordset(COALESCE(p->'usage', '[]'::jsonb)) AS u(
@@ -121,7 +122,7 @@ BEGIN
         UPDATE helix.pending_tool_calls pc SET status = r.status
           FROM jsonb_to_recordset(p->'resolved') AS r(tool_call_id text, status text)
          WHERE pc.session_id = sid AND pc.tool_call_id = r.tool_call_id;
-        INSERT INTO helix.usage_log (session_num, run, step, source, name, ms, success)
+        INSERT INTO helix.step_usage (session_num, run, step, source, name, ms, success)
         SELECT cur.num, run_no, step_no, 'client_tool_wait', pc.tool_name,
                1000 * extract(epoch FROM CASE WHEN r.status = 'answered' THEN COALESCE(a.answered_at, now())
                                               ELSE LEAST(now(), pc.deadline) END - pc.requested_at),
