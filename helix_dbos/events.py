@@ -255,7 +255,12 @@ Event = Annotated[
 
 _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 
-EVENT_TYPES: tuple[str, ...] = tuple(kind.model_fields["type"].default for kind in get_args(get_args(Event)[0]))
+_FIELDS: dict[str, frozenset[str]] = {
+    kind.model_fields["type"].default: frozenset(kind.model_fields) for kind in get_args(get_args(Event)[0])
+}
+"""The fields of each type of event, by ``type``."""
+
+EVENT_TYPES: tuple[str, ...] = tuple(_FIELDS)
 """Every ``type`` an event of the stream can have (an SSE client listens for each)."""
 
 RUN_END_EVENTS: frozenset[str] = frozenset({"finish", "error", "interrupted", "aborted"})
@@ -263,5 +268,15 @@ RUN_END_EVENTS: frozenset[str] = frozenset({"finish", "error", "interrupted", "a
 
 
 def parse_event(event_type: str, data: Any) -> Event:
-    """The :data:`Event` stored as ``type`` and ``data``."""
-    return _EVENT.validate_python({**(data if isinstance(data, dict) else {}), "type": event_type})
+    """The :data:`Event` stored as ``type`` and ``data``. A field its type does not have
+    is left out, so this release reads what a later one adds to an event while a deploy
+    rolls (a missing field or an unknown type is still an error)::
+
+        >>> parse_event("step_start", {"step": 2, "added_later": True})
+        StepStartEvent(type='step_start', step=2)
+    """
+    fields = data if isinstance(data, dict) else {}
+    known = _FIELDS.get(event_type)
+    if known is not None:
+        fields = {name: value for name, value in fields.items() if name in known}
+    return _EVENT.validate_python({**fields, "type": event_type})

@@ -53,3 +53,15 @@ def test_run_end_events_are_the_ones_that_say_so() -> None:
 def test_an_unknown_type_is_refused() -> None:
     with pytest.raises(ValidationError):
         parse_event("no_such_event", {})
+
+
+@pytest.mark.parametrize("event", SAMPLES, ids=lambda e: e.type)
+def test_a_field_a_later_release_adds_is_read_past(event: events._Event) -> None:
+    """A worker of this release reads the stream a newer one writes while a deploy rolls."""
+    row = event.to_row()
+    assert parse_event(row["type"], {**row["data"], "added_later": {"ms": 1.5}}) == event
+
+
+def test_an_event_without_a_field_it_needs_is_refused() -> None:
+    with pytest.raises(ValidationError):
+        parse_event("tool_result", {"tool_call_id": "t1", "tool_name": "search", "added_later": 1})
