@@ -110,6 +110,10 @@ class ToolResultEvent(_Event):
     tool_name: str
     content: str
     is_error: bool = False
+    ms: float | None = None
+    """How long the tool ran, in milliseconds, for a call its tool step ran; None for one
+    answered without running here (denied, timed out, a client's). The usage ledger
+    counts a committed step's tool calls from these (store/sql/022)."""
 
     def summary(self) -> str:
         flag = " error" if self.is_error else ""

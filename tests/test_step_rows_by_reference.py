@@ -65,15 +65,49 @@ def test_what_the_stream_holds_word_for_word_is_stored_once_and_read_back_whole(
 
     assert row == [
         {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "same"},
+            "same",
             ASSISTANT["tool_calls"][1],  # its event's input differs: kept
             ASSISTANT["tool_calls"][2],  # __finish__ streams no event: kept
         ]},
-        {"role": "tool", "tool_call_id": "same"},
+        "same",
         RESULTS[1],  # its event's content differs: kept
         RESULTS[2],
     ]
     assert [m for (m,) in whole] == MESSAGES
+
+
+def test_an_assistant_message_of_tool_calls_only_is_stored_as_its_calls(migrated_url: str) -> None:
+    calls_only = {"role": "assistant", "tool_calls": ASSISTANT["tool_calls"][:2]}
+    messages = [calls_only, *RESULTS[:2]]
+    with psycopg.connect(libpq_url(migrated_url), autocommit=True) as conn:
+        conn.execute("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES ('s', 'a', 's')")
+        payload = {"session_id": "s", "run": 1, "step": 1, "messages": messages, "events": EVENTS, "usage": []}
+        conn.execute("SELECT helix.commit_step(%s::jsonb)", (json.dumps(payload),))
+        row = stored(conn, "s")
+        whole = conn.execute("SELECT message FROM helix.messages WHERE session_id = 's' ORDER BY seq").fetchall()
+
+    assert row == [["same", ASSISTANT["tool_calls"][1]], "same", RESULTS[1]]
+    assert [m for (m,) in whole] == messages
+
+
+def test_a_row_in_the_shapes_of_019_is_read_back_whole(migrated_url: str) -> None:
+    """Rows a worker of versions 19 to 21 committed stay as they are."""
+    before = [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "same"}, ASSISTANT["tool_calls"][1]]},
+        {"role": "tool", "tool_call_id": "same"},
+        RESULTS[1],
+    ]
+    with psycopg.connect(libpq_url(migrated_url), autocommit=True) as conn:
+        conn.execute("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES ('s', 'a', 's')")
+        conn.execute("SELECT helix.commit_step(%s::jsonb)", (json.dumps(
+            {"session_id": "s", "run": 1, "step": 1, "messages": [], "events": EVENTS, "usage": []}),))
+        conn.execute("INSERT INTO helix.step_messages (session_num, first_seq, run, step, messages)"
+                     " SELECT num, 0, 1, 1, %s::jsonb FROM helix.sessions WHERE id = 's'", (json.dumps(before),))
+        whole = conn.execute("SELECT message FROM helix.messages WHERE session_id = 's' ORDER BY seq").fetchall()
+
+    assert [m for (m,) in whole] == [
+        {**ASSISTANT, "tool_calls": ASSISTANT["tool_calls"][:2]}, *RESULTS[:2]
+    ]
 
 
 def test_the_release_before_reads_forks_and_appends_with_its_own_sql(migrated_url: str) -> None:
@@ -134,6 +168,28 @@ def test_the_tail_from_the_last_assistant_message_reads_back_no_earlier_step(mig
     finally:
         engine.dispose()
     assert [m.model_dump(exclude_none=True) for m in tail] == [{**answer, "tool_calls": []}]
+
+
+def test_the_tail_starts_at_an_assistant_message_stored_as_its_calls(migrated_url: str) -> None:
+    calls_only = {"role": "assistant", "tool_calls": [{"id": "n", "name": "note", "arguments": {}}]}
+    result = {"role": "tool", "tool_call_id": "n", "tool_name": "note", "content": "ok", "is_error": False}
+    events = [
+        {"type": "tool_call", "data": {"input": {}, "tool_name": "note", "tool_call_id": "n"}, "key": "1.2.call:n"},
+        {"type": "tool_result", "data": {k: v for k, v in result.items() if k != "role"}, "key": "1.2.result:n"},
+    ]
+    with psycopg.connect(libpq_url(migrated_url), autocommit=True) as conn:
+        commit_step_one(conn, "s")
+        payload = {"session_id": "s", "run": 1, "step": 2, "messages": [calls_only, result], "usage": [], "events": events}
+        conn.execute("SELECT helix.commit_step(%s::jsonb)", (json.dumps(payload),))
+        assert conn.execute("SELECT messages FROM helix.step_messages WHERE step = 2").fetchone()[0] == [["n"], "n"]
+        conn.execute("DELETE FROM helix.stream WHERE key = '1.1.result:same'")  # step 1 can no longer be read back
+    engine = create_engine(migrated_url)
+    try:
+        with engine.connect() as conn:
+            tail = reads.load_messages_since_last_assistant(conn, "s")
+    finally:
+        engine.dispose()
+    assert [m.model_dump(mode="json", exclude_none=True) for m in tail] == [calls_only, result]
 
 
 def test_a_transcript_that_reads_an_event_no_longer_in_the_stream_says_so(migrated_url: str) -> None:
@@ -272,6 +328,37 @@ def test_a_step_s_usage_is_read_from_its_step_finish_and_only_the_rest_is_stored
     ]
     assert (summary.llm_calls, summary.tool_calls, summary.input_tokens, summary.cost_usd) == (2, 3, 14, 1.0)
     assert summary.by_name["tool:search"] == {"calls": 2, "ms": 6.5}
+
+
+def result_event(step: int, call: str, ms: float | None, is_error: bool = False) -> dict[str, Any]:
+    data = {"tool_call_id": call, "tool_name": call, "content": "r", "is_error": is_error, "ms": ms}
+    return {"type": "tool_result", "data": data, "key": f"1.{step}.result:{call}"}
+
+
+def test_a_committed_step_s_tool_calls_are_read_from_its_tool_result_events(migrated_url: str) -> None:
+    """As this release streams them (022): a tool_result says how long its tool ran, and a
+    step_finish lists no tools. A result with no time (a call answered without running)
+    and the results of a step never committed count nothing; a step the release before
+    committed (its tools in its step_finish) counts as it did."""
+    finish = {"type": "step_finish", "data": {"step": 2, "stop_reason": None, "usage": {**MODEL_USAGE, "model": "gpt"}},
+              "key": "1.2.step_finish"}
+    with psycopg.connect(libpq_url(migrated_url), autocommit=True) as conn:
+        conn.execute("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES ('s', 'a', 's')")
+        commit_usage(conn, "s", 1, {**MODEL_USAGE, "model": "gpt", "tools": [{"name": "search", "ms": 2.5}]}, [])
+        events = [result_event(2, "search", 1.5), result_event(2, "fetch", 0.5, is_error=True),
+                  result_event(2, "denied", None), finish]
+        conn.execute("SELECT helix.commit_step(%s::jsonb)", (json.dumps(
+            {"session_id": "s", "run": 1, "step": 2, "messages": [], "events": events, "usage": []}),))
+        conn.execute("SELECT helix.append_events_once('s', 1, 3, %s::jsonb)", (json.dumps([result_event(3, "search", 9.0)]),))  # a step that never commits
+        ledger = [tuple(r) for r in conn.execute(LEDGER, ("s",))]
+
+    assert ledger == [
+        (1, 1, "llm", "gpt", 7, 3, 10, 0.5, 12.5, True),
+        (1, 1, "tool", "search", 0, 0, 0, None, 2.5, True),
+        (1, 2, "llm", "gpt", 7, 3, 10, 0.5, 12.5, True),
+        (1, 2, "tool", "fetch", 0, 0, 0, None, 0.5, False),
+        (1, 2, "tool", "search", 0, 0, 0, None, 1.5, True),
+    ]
 
 
 def test_a_step_finish_that_names_no_model_holds_no_usage(migrated_url: str) -> None:

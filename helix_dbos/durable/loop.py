@@ -66,7 +66,7 @@ from helix_dbos.orchestration import (
     synthesize_step_tool_results,
 )
 from helix_dbos.state import StateTracker, apply_step_writes, merge_step_writes, step_writes_to_rfc6902
-from helix_dbos.store.records import KeyedEvent, ResolvedCall, StepCommit, Terminal
+from helix_dbos.store.records import ResolvedCall, StepCommit, Terminal
 from helix_dbos.text import storable
 from helix_dbos.types import (
     FINISH_TOOL_NAME,
@@ -176,7 +176,7 @@ class AgentLoop:
         finish = StepFinishEvent(
             step=step_no,
             stop_reason=getattr(step_result, "stop_reason", None),
-            usage=step_usage(self.agent.llm_config.model, usage, step_result, out.outcomes),
+            usage=step_usage(self.agent.llm_config.model, usage, step_result),
         )
         out.events.add([("step_finish", finish), *terminal_events(out.terminal, self.usage)])
         return out
@@ -354,7 +354,7 @@ class AgentLoop:
             patch=step_writes_to_rfc6902(out.writes) if out.writes else None,
             snapshot=new_state if step_no % SNAPSHOT_EVERY_STEPS == 0 else None,
             events=out.events.all,
-            next_step=KeyedEvent.at(run, step_no + 1, "step_start", StepStartEvent(step=step_no + 1)),
+            next_step=StepStartEvent(step=step_no + 1),
             terminal=out.terminal,
             resolved=out.resolved,
         )

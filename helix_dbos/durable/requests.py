@@ -44,7 +44,8 @@ def continued_by(output: Any) -> str | None:
 
 
 class ToolOutcome(BaseModel):
-    """The checkpointed output of one tool step."""
+    """The checkpointed output of one tool step (``durable/steps.py``: ``tool_checkpoint``,
+    ``tool_outcome``)."""
 
     tool_call_id: str
     tool_name: str

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helix_dbos.agents import AgentConfig
-from helix_dbos.durable.requests import RunRequest, ToolOutcome
+from helix_dbos.durable.requests import RunRequest
 from helix_dbos.durable.steps import ToolJob
 from helix_dbos.events import ErrorEvent, Event, FinishEvent
 from helix_dbos.orchestration import StepProcessingPlan, create_tool_result_message
@@ -123,20 +123,16 @@ def terminal_events(terminal: Terminal | None, usage: Usage) -> list[tuple[str, 
     return [("end", ErrorEvent(error=terminal.error, stop_reason=terminal.stop_reason))]
 
 
-def step_usage(model: str, usage: Usage, step_result: StepResult, outcomes: list[ToolOutcome]) -> dict[str, Any]:
-    """What a step used, as its ``step_finish`` event says (``usage``): the model's tokens,
-    cost and latency, its name and whether its call succeeded, and each tool call the step
-    executed, with its time and success. The usage ledger (``helix.usage_log``) reads the
-    step's rows from it (store/sql/021)::
+def step_usage(model: str, usage: Usage, step_result: StepResult) -> dict[str, Any]:
+    """What the model used in a step, as its ``step_finish`` event says (``usage``): its
+    tokens, cost and latency and its name; ``"success": false`` when the call failed. The
+    usage ledger (``helix.usage_log``) reads the step's model row from it (store/sql/021)
+    and a row for each tool call the step ran from its ``tool_result`` event (022)::
 
         >>> from helix_dbos.types import TextStepResult
-        >>> step_usage("openai/gpt-4o", Usage(input_tokens=9, total_tokens=9), TextStepResult(content="hi"), [])
+        >>> step_usage("openai/gpt-4o", Usage(input_tokens=9, total_tokens=9), TextStepResult(content="hi"))
         {'input_tokens': 9, 'output_tokens': 0, 'total_tokens': 9, 'cost_usd': None, 'latency_ms': 0.0, \
-'model': 'openai/gpt-4o', 'success': True, 'tools': []}
+'model': 'openai/gpt-4o'}
     """
-    return {
-        **usage.model_dump(mode="json"),
-        "model": model,
-        "success": step_result.type != "error",
-        "tools": [{"name": o.tool_name, "ms": o.ms, "success": o.success} for o in outcomes if o.executed],
-    }
+    used = {**usage.model_dump(mode="json"), "model": model}
+    return used if step_result.type != "error" else {**used, "success": False}

@@ -89,19 +89,22 @@ def assistant_events(message: AssistantMessage) -> list[Part]:
 
 
 def outcome_events(outcome: ToolOutcome) -> list[Part]:
-    """What a finished tool streams: the custom events it emitted, then its result."""
+    """What a finished tool streams: the custom events it emitted, then its result, with
+    how long the tool ran when its step ran it."""
     custom: list[Part] = [
         (f"custom:{outcome.tool_call_id}:{i}", parse_event(row["type"], row["data"]))
         for i, row in enumerate(outcome.events)
     ]
-    return custom + tool_result_events([result_message(outcome)])
+    return custom + tool_result_events([result_message(outcome)], ms=outcome.ms if outcome.executed else None)
 
 
-def tool_result_events(results: list[ToolResultMessage]) -> list[Part]:
+def tool_result_events(results: list[ToolResultMessage], ms: float | None = None) -> list[Part]:
     return [
         (
             f"result:{r.tool_call_id}",
-            ToolResultEvent(tool_call_id=r.tool_call_id, tool_name=r.tool_name, content=r.content, is_error=r.is_error),
+            ToolResultEvent(
+                tool_call_id=r.tool_call_id, tool_name=r.tool_name, content=r.content, is_error=r.is_error, ms=ms
+            ),
         )
         for r in results
         if r.tool_name != FINISH_TOOL_NAME

@@ -17,7 +17,7 @@ from helix_dbos.durable.deltas import StepDeltas
 from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.requests import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.step_events import Part, assistant_events, carrying, outcome_events
+from helix_dbos.durable.step_events import Part, assistant_events, carrying, outcome_events, without_events
 from helix_dbos.durable.tool_call import ToolCall, call_digest, run_call
 from helix_dbos.events import CustomEvent
 from helix_dbos.llm import generate_with_retry
@@ -92,7 +92,7 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
     (``durable/step_events.py``).
     """
     outcome = await _outcome(job)
-    events = outcome_events(ToolOutcome.model_validate(outcome))
+    events = outcome_events(tool_outcome(job.call, outcome))
     return carrying(job.session_id, job.run, job.step, events, outcome)
 
 
@@ -119,13 +119,13 @@ async def _outcome(job: ToolJob) -> dict[str, Any]:
             raise ValueError(f"Invalid arguments for tool '{tool.name}': {job.call.parse_error}")
         tool_input = tool.parse_input(job.call.arguments)
     except Exception as exc:
-        return _checkpoint(call.failed(exc))
+        return tool_checkpoint(call.failed(exc))
     await fire_hook(agent.hooks, "before_tool", job.call, ctx)
 
     def recorded(outcome: ToolOutcome) -> RecordedOutcome:
         return RecordedOutcome(
             session_id=job.session_id, step=job.step, tool_call_id=job.call.id, run=job.run,
-            tool_name=tool.name, call_digest=key[3], outcome=_checkpoint(outcome),
+            tool_name=tool.name, call_digest=key[3], outcome=tool_checkpoint(outcome),
         )
 
     def record(outcome: ToolOutcome) -> None:
@@ -140,9 +140,30 @@ async def _outcome(job: ToolJob) -> dict[str, Any]:
     return checkpoint.outcome
 
 
-def _checkpoint(outcome: ToolOutcome) -> dict[str, Any]:
-    """A tool outcome as the JSON its step checkpoints and records, storable in Postgres."""
+def tool_checkpoint(outcome: ToolOutcome) -> dict[str, Any]:
+    """A tool outcome as the JSON its step checkpoints and records, storable in Postgres::
+
+        >>> tool_checkpoint(ToolOutcome(tool_call_id="a", tool_name="t", success=True, result={"ok": 1}, ms=0.2))
+        {'tool_call_id': 'a', 'tool_name': 't', 'success': True, 'result': {'ok': 1}, 'ms': 0.2}
+
+    A release before reads a tool step's checkpoint back to replay a run that a worker of
+    this one started (both share the application version while a deploy rolls), and it
+    needs the tool's name and ``success``; :func:`tool_outcome` reads a checkpoint
+    without them, which the release after this one can then write.
+    """
     return storable(checkpoint_json(outcome))
+
+
+def tool_outcome(call: ParsedToolCall, checkpoint: dict[str, Any]) -> ToolOutcome:
+    """The outcome of ``call``'s tool step, from its checkpoint; one without the tool's
+    name (the step's name says it, ``tool:<name>``) or ``success`` (true unless said)
+    reads as if it had them::
+
+        >>> tool_outcome(ParsedToolCall(id="a", name="t", arguments={}), {"tool_call_id": "a", "result": {"ok": 1}})
+        ToolOutcome(tool_call_id='a', tool_name='t', success=True, result={'ok': 1}, error=None, writes=[], \
+ms=0.0, events=[], executed=True)
+    """
+    return ToolOutcome.model_validate({"tool_name": call.name, "success": True, **without_events(checkpoint)})
 
 
 def checkpoint_json(model: BaseModel) -> dict[str, Any]:

@@ -17,8 +17,7 @@ from dbos import DBOS
 from helix_dbos.durable.requests import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
-from helix_dbos.durable.step_events import without_events
-from helix_dbos.durable.steps import run_tool
+from helix_dbos.durable.steps import run_tool, tool_outcome
 from helix_dbos.durable.tool_call import call_digest
 from helix_dbos.types import FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, ParsedSubAgentCall, ParsedToolCall
 
@@ -89,4 +88,4 @@ async def _checkpointed(
         held.unsaved(key)  # rare (an aborted run): a blocking insert, on the loop
         raise
     held.saved(key)
-    return ToolOutcome.model_validate(without_events(checkpoint))
+    return tool_outcome(call, checkpoint)

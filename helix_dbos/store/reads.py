@@ -62,10 +62,11 @@ def _messages(from_seq: str = "0") -> str:
 _MESSAGES = _messages()
 _LAST_ASSISTANT_ROW = (
     f"COALESCE((SELECT first_seq FROM helix.step_messages WHERE {_SESSION_NUM}"
-    " AND messages @> '[{\"role\": \"assistant\"}]' ORDER BY first_seq DESC LIMIT 1), 0)"
+    " AND (messages @> '[{\"role\": \"assistant\"}]' OR messages @> '[[]]') ORDER BY first_seq DESC LIMIT 1), 0)"
 )
 """The first seq of the last step row with an assistant message (0 for none), found back
-along the key from the rows as stored: their roles are all there."""
+along the key from the rows as stored: their roles are all there, but for an assistant
+message of tool calls only, which is stored as the array of its calls (store/sql/022)."""
 
 
 def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | None:

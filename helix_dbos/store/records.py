@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from helix_dbos.events import Event, parse_event
+from helix_dbos.events import Event, StepStartEvent, parse_event
 from helix_dbos.text import storable
 from helix_dbos.types import AgentStatus, Message, SessionStatus
 
@@ -247,8 +247,10 @@ class StepCommit(BaseModel):
     events: list[KeyedEvent] = Field(default_factory=list)
     """The step's events that workflow code produced (the LLM and tool steps' own ride in
     their checkpoints); the commit writes those not written while the step ran."""
-    next_step: KeyedEvent | None = None
-    """The next step's ``step_start``, written when the run goes on after this step."""
+    next_step: StepStartEvent | None = None
+    """The next step's ``step_start``, written when the run goes on after this step. It has
+    no key: only this commit writes it, once (a replayed commit writes nothing), and a key
+    would cost an entry of the stream's key index a step (store/sql/022)."""
     terminal: Terminal | None = None
     resolved: list[ResolvedCall] = Field(default_factory=list)
 

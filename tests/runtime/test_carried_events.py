@@ -23,7 +23,7 @@ from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, events, rows, tex
 
 from helix_dbos import ToolContext, define_agent, define_tool
 from helix_dbos.durable.requests import ToolOutcome, run_workflow_id
-from helix_dbos.durable.steps import checkpoint_json, llm_output
+from helix_dbos.durable.steps import checkpoint_json, llm_output, tool_checkpoint, tool_outcome
 from helix_dbos.types import (
     ErrorStepResult,
     ParsedToolCall,
@@ -227,9 +227,18 @@ def test_an_llm_checkpoint_leaves_out_defaults_and_reads_back_the_same(result):
 
 
 def test_a_tool_checkpoint_leaves_out_defaults_and_reads_back_the_same():
+    call = ParsedToolCall(id="a", name="t", arguments={})
     plain = ToolOutcome(tool_call_id="a", tool_name="t", success=True, result={"ok": 1})
-    assert checkpoint_json(plain) == {"tool_call_id": "a", "tool_name": "t", "success": True, "result": {"ok": 1}}
-    unusual = ToolOutcome(tool_call_id="b", tool_name="t", success=False, result=None, error="denied", executed=False,
+    assert tool_checkpoint(plain) == {"tool_call_id": "a", "tool_name": "t", "success": True, "result": {"ok": 1}}
+    unusual = ToolOutcome(tool_call_id="a", tool_name="t", success=False, result=None, error="denied", executed=False,
                           writes=[{"op": "set", "path": ["x"], "value": None}], ms=1.5)
     for outcome in (plain, unusual):
-        assert ToolOutcome.model_validate(json.loads(json.dumps(checkpoint_json(outcome)))) == outcome
+        assert tool_outcome(call, json.loads(json.dumps(tool_checkpoint(outcome)))) == outcome
+
+
+def test_a_tool_checkpoint_without_the_tool_s_name_or_success_reads_as_if_it_had_them():
+    """What the next release may write: the step's name says the tool, and success is true unless said."""
+    call = ParsedToolCall(id="a", name="t", arguments={})
+    assert tool_outcome(call, {"tool_call_id": "a", "result": {"ok": 1}}) == ToolOutcome(
+        tool_call_id="a", tool_name="t", success=True, result={"ok": 1})
+    assert tool_outcome(call, {"tool_call_id": "a", "success": False, "error": "no"}).success is False

@@ -143,8 +143,7 @@ def test_a_continued_run_reads_back_from_the_stream_what_the_transcript_left_to_
     stored = rows(executor, "SELECT step, messages FROM helix.step_messages"
                   " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY first_seq", s=sid)
     step_one = stored[1]["messages"]
-    assert step_one[0] == {"role": "assistant", "content": None, "tool_calls": [{"id": "c1"}, {"id": "c2"}]}
-    assert step_one[1:] == [{"role": "tool", "tool_call_id": "c1"}, {"role": "tool", "tool_call_id": "c2"}]
+    assert step_one == [{"role": "assistant", "content": None, "tool_calls": ["c1", "c2"]}, "c1", "c2"]
 
     second = executor.execute(agent, "more", session_id=sid)
     assert second.result(timeout=RESULT_TIMEOUT).status == "completed"

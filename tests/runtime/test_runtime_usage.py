@@ -71,15 +71,21 @@ def test_get_usage_sums_the_models_deterministic_usage_and_counts_tools(executor
     assert usage.by_name["tool:broken"]["calls"] == 1
     assert "tool:nope" not in usage.by_name
 
-    # each step's step_finish holds its usage, and no row stores it again
-    finishes = [e["data"]["usage"] for e in events(executor, sid) if e["type"] == "step_finish"]
-    assert [(u["model"], u["success"], u["total_tokens"], [(t["name"], t["success"]) for t in u["tools"]])
-            for u in finishes] == [
-        ("mock", True, expected[0][2], [("lookup", True), ("lookup", True)]),
-        ("mock", True, expected[1][2], [("broken", False)]),
-        ("mock", True, expected[2][2], []),
+    # each step's step_finish holds the model's usage and each tool_result its tool's time,
+    # and no row stores them again
+    stream = events(executor, sid)
+    finishes = [e["data"]["usage"] for e in stream if e["type"] == "step_finish"]
+    assert [(u["model"], u.get("success"), u["total_tokens"], "tools" in u) for u in finishes] == [
+        ("mock", None, expected[0][2], False),  # success is said when false only
+        ("mock", None, expected[1][2], False),
+        ("mock", None, expected[2][2], False),
     ]
-    assert all(t["ms"] > 0 for u in finishes for t in u["tools"])
+    results = sorted((e["step"], e["data"]["tool_name"], e["data"]["is_error"], e["data"]["ms"] is not None)
+                     for e in stream if e["type"] == "tool_result")
+    assert results == [  # an unknown tool never ran: its result has no time
+        (1, "lookup", False, True), (1, "lookup", False, True), (2, "broken", True, True), (2, "nope", True, False),
+    ]
+    assert all(e["data"]["ms"] > 0 for e in stream if e["type"] == "tool_result" and e["data"]["ms"] is not None)
     assert rows(executor, "SELECT count(*) AS n FROM helix.step_usage"
                 " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)", s=sid) == [{"n": 0}]
 

@@ -3,7 +3,8 @@
 --   {session_id, run, step, messages: [...], patch: [...]|null, snapshot: {...}|null,
 --    usage: [{source, name, input_tokens, output_tokens, total_tokens, cost_usd, ms, success}]
 --      (usage no event holds: the step_finish event holds the model's and the tools', 021),
---    events: [{type, data, key}], next_step: {type, data, key}|null,
+--    events: [{type, data, key}], next_step: {type, data}|null (the next step's step_start:
+--      only the commit writes it, once, so it needs no key (022); an earlier release's has one),
 --    terminal: {status, output, error, stop_reason}|null,
 --    resolved: [{tool_call_id, status}] (gated calls answered or timed out in this step)}
 -- Returns {interrupted: bool}: an interrupt requested by anyone ends a non-terminal run

@@ -1,16 +1,22 @@
--- A step's messages as helix.step_messages stores them (019): each part the step's
--- stream already holds, word for word, is left out and read back from the stream by
--- helix.expand_messages. Three parts can be, each told by a shape a full message never
--- has (full messages are stored without null fields):
---   a tool result        {"role": "tool", "tool_call_id": id}      (no content)
---                        <- data of the event '<run>.<step>.result:<id>', plus the role;
---   an assistant's call  {"id": id}                                (no name)
---                        <- name and arguments from the event '<run>.<step>.call:<id>';
---   an assistant's text  "content": null
---                        <- content of the event '<run>.<step>.text'.
--- A part is left out only when its event equals it (helix.message_part_from_event), so whatever differs (a __finish__
--- call, which has no event; text the model streamed otherwise) stays as it was. Called by
--- helix.commit_step after the step's events are in the stream.
+-- A step's messages as helix.step_messages stores them: each part the step's stream
+-- already holds, word for word, is left out and read back from the stream by
+-- helix.expand_messages. Each is told by a shape a full message never has (full messages
+-- are objects, stored without null fields):
+--   a tool result           "<id>", the call's id for the message   (022)
+--                           <- data of the event '<run>.<step>.result:<id>', plus the role;
+--   an assistant's call     "<id>" in place of the call             (022)
+--                           <- name and arguments from the event '<run>.<step>.call:<id>';
+--   an assistant's text     "content": null                         (019)
+--                           <- content of the event '<run>.<step>.text';
+--   an assistant message of tool calls only: its tool_calls array, compacted so, in place
+--                           of the message                          (022)
+--                           <- {"role": "assistant", "tool_calls": [...]}.
+-- On the peers' workload a step of two tool calls is stored as [["a0", "c0"], "a0", "c0"]:
+-- 40 bytes, against 194 in 019's shapes ({"id": id}, {"role": "tool", "tool_call_id": id}),
+-- which helix.expand_messages still reads. A part is left out only when its event equals
+-- it (helix.message_part_from_event), so whatever differs (a __finish__ call, which has no
+-- event; text the model streamed otherwise) stays as it was. Called by helix.commit_step
+-- after the step's events are in the stream.
 CREATE OR REPLACE FUNCTION helix.compact_messages(snum bigint, run_no integer, step_no integer, msgs jsonb)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -26,7 +32,7 @@ BEGIN
             SELECT data INTO ev FROM helix.stream
              WHERE session_num = snum AND step = step_no AND key = prefix || 'result:' || (m->>'tool_call_id');
             IF helix.message_part_from_event('tool_result', ev) = m THEN
-                m := jsonb_build_object('role', 'tool', 'tool_call_id', m->'tool_call_id');
+                m := m->'tool_call_id';
             END IF;
         ELSIF m->>'role' = 'assistant' THEN
             IF jsonb_typeof(m->'content') = 'string' THEN
@@ -42,11 +48,12 @@ BEGIN
                     SELECT data INTO ev FROM helix.stream
                      WHERE session_num = snum AND step = step_no AND key = prefix || 'call:' || (c->>'id');
                     IF helix.message_part_from_event('tool_call', ev) = c THEN
-                        c := jsonb_build_object('id', c->'id');
+                        c := c->'id';
                     END IF;
                     calls := calls || jsonb_build_array(c);
                 END LOOP;
-                m := jsonb_set(m, '{tool_calls}', calls);
+                m := CASE WHEN m - 'tool_calls' = '{"role": "assistant"}'::jsonb AND jsonb_array_length(calls) > 0
+                          THEN calls ELSE jsonb_set(m, '{tool_calls}', calls) END;
             END IF;
         END IF;
         stored := stored || jsonb_build_array(m);
