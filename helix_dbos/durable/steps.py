@@ -141,29 +141,37 @@ async def _outcome(job: ToolJob) -> dict[str, Any]:
 
 
 def tool_checkpoint(outcome: ToolOutcome) -> dict[str, Any]:
-    """A tool outcome as the JSON its step checkpoints and records, storable in Postgres::
+    """A tool outcome as the JSON its step checkpoints and records, storable in Postgres,
+    without what the step already says: the tool's name (the step is ``tool:<name>``) and
+    ``success`` when true (read back with :func:`tool_outcome`)::
 
         >>> tool_checkpoint(ToolOutcome(tool_call_id="a", tool_name="t", success=True, result={"ok": 1}, ms=0.2))
-        {'tool_call_id': 'a', 'tool_name': 't', 'success': True, 'result': {'ok': 1}, 'ms': 0.2}
+        {'tool_call_id': 'a', 'result': {'ok': 1}, 'ms': 0.2}
+        >>> tool_checkpoint(ToolOutcome(tool_call_id="a", tool_name="t", success=False, error="no"))
+        {'tool_call_id': 'a', 'success': False, 'error': 'no'}
 
-    A release before reads a tool step's checkpoint back to replay a run that a worker of
-    this one started (both share the application version while a deploy rolls), and it
-    needs the tool's name and ``success``; :func:`tool_outcome` reads a checkpoint
-    without them, which the release after this one can then write.
+    The release before this one (schema version 22) reads checkpoints in this form, so its
+    workers replay a run that a worker of this one started while a deploy rolls. The
+    call's id stays: that release needs it (:func:`tool_outcome` of this one does not).
     """
-    return storable(checkpoint_json(outcome))
+    data = checkpoint_json(outcome)
+    del data["tool_name"]
+    if outcome.success:
+        del data["success"]
+    return storable(data)
 
 
 def tool_outcome(call: ParsedToolCall, checkpoint: dict[str, Any]) -> ToolOutcome:
-    """The outcome of ``call``'s tool step, from its checkpoint; one without the tool's
-    name (the step's name says it, ``tool:<name>``) or ``success`` (true unless said)
-    reads as if it had them::
+    """The outcome of ``call``'s tool step, from its checkpoint; what the step says
+    (the call's id, the tool's name) and ``success`` (true unless said) are filled in
+    when the checkpoint leaves them out::
 
-        >>> tool_outcome(ParsedToolCall(id="a", name="t", arguments={}), {"tool_call_id": "a", "result": {"ok": 1}})
+        >>> tool_outcome(ParsedToolCall(id="a", name="t", arguments={}), {"result": {"ok": 1}})
         ToolOutcome(tool_call_id='a', tool_name='t', success=True, result={'ok': 1}, error=None, writes=[], \
 ms=0.0, events=[], executed=True)
     """
-    return ToolOutcome.model_validate({"tool_name": call.name, "success": True, **without_events(checkpoint)})
+    said = {"tool_call_id": call.id, "tool_name": call.name, "success": True}
+    return ToolOutcome.model_validate({**said, **without_events(checkpoint)})
 
 
 def checkpoint_json(model: BaseModel) -> dict[str, Any]:

@@ -229,16 +229,29 @@ def test_an_llm_checkpoint_leaves_out_defaults_and_reads_back_the_same(result):
 def test_a_tool_checkpoint_leaves_out_defaults_and_reads_back_the_same():
     call = ParsedToolCall(id="a", name="t", arguments={})
     plain = ToolOutcome(tool_call_id="a", tool_name="t", success=True, result={"ok": 1})
-    assert tool_checkpoint(plain) == {"tool_call_id": "a", "tool_name": "t", "success": True, "result": {"ok": 1}}
+    assert tool_checkpoint(plain) == {"tool_call_id": "a", "result": {"ok": 1}}, "the step's name says the tool"
     unusual = ToolOutcome(tool_call_id="a", tool_name="t", success=False, result=None, error="denied", executed=False,
                           writes=[{"op": "set", "path": ["x"], "value": None}], ms=1.5)
     for outcome in (plain, unusual):
         assert tool_outcome(call, json.loads(json.dumps(tool_checkpoint(outcome)))) == outcome
 
 
-def test_a_tool_checkpoint_without_the_tool_s_name_or_success_reads_as_if_it_had_them():
-    """What the next release may write: the step's name says the tool, and success is true unless said."""
+def test_a_tool_checkpoint_says_success_only_when_false():
+    failed = ToolOutcome(tool_call_id="a", tool_name="t", success=False, error="no", ms=0.5)
+    assert tool_checkpoint(failed) == {"tool_call_id": "a", "success": False, "error": "no", "ms": 0.5}
+
+
+def test_a_tool_checkpoint_without_the_call_s_id_or_the_tool_s_name_reads_as_if_it_had_them():
+    """What the step says (the call, the tool) is filled in; the next release may leave out the call's id too."""
     call = ParsedToolCall(id="a", name="t", arguments={})
-    assert tool_outcome(call, {"tool_call_id": "a", "result": {"ok": 1}}) == ToolOutcome(
+    assert tool_outcome(call, {"result": {"ok": 1}}) == ToolOutcome(
         tool_call_id="a", tool_name="t", success=True, result={"ok": 1})
     assert tool_outcome(call, {"tool_call_id": "a", "success": False, "error": "no"}).success is False
+
+
+def test_a_tool_checkpoint_of_the_release_before_reads_the_same():
+    """Schema version 22 wrote each checkpoint whole; a run it started replays here."""
+    call = ParsedToolCall(id="a", name="t", arguments={})
+    whole = {"tool_call_id": "a", "tool_name": "t", "success": True, "result": {"ok": 1}, "ms": 0.25}
+    assert tool_outcome(call, whole) == ToolOutcome(
+        tool_call_id="a", tool_name="t", success=True, result={"ok": 1}, ms=0.25)
