@@ -11,7 +11,10 @@ after 11 s of quiet instead of 1 s (an idle backend reports its counts within 10
 takes out DBOS's idle polling, counted in 11 more seconds of quiet: so commits are every
 transaction of the runs, exactly, as ``bench.py`` counts them. The scripts run interleaved, ``--rounds``
 times, each on a fresh database of its own on the server of --database-url; the table
-shows medians. Pydantic AI runs with its tools as DBOS steps (``TOOLS_AS_STEPS=1``) and at
+shows medians. A row under helix's is its floor: a copy of helix's script whose runs are
+``bench.py``'s bare DBOS workflow, the same DBOS calls per turn with empty bodies (an
+``llm`` step, two tool steps in parallel but on the last turn, one plain statement for
+the step commit). Pydantic AI runs with its tools as DBOS steps (``TOOLS_AS_STEPS=1``) and at
 K = 20 only (its default request limit is 50 turns).
 
 The peers' dependencies go into a virtualenv of their own (``$HELIX_PEERS_VENV``, default
@@ -47,6 +50,7 @@ FIGURES = re.compile(r"(\d+) us/turn, (-?[\d.]+) commits/turn, (-?\d+) bytes/tur
 RUNS = (  # label, script, K, environment, which python
     ("helix-dbos", "peer_helix.py", 20, {}, "helix"),
     ("helix-dbos", "peer_helix.py", 60, {}, "helix"),
+    ("  DBOS floor of helix's calls", "peer_floor.py", 20, {}, "helix"),
     ("Pydantic AI + DBOS, tools as steps", "peer_pydantic_ai.py", 20, {"TOOLS_AS_STEPS": "1"}, "peers"),
     ("  the same, DBOS without the ping", "peer_pydantic_ai_no_ping.py", 20, {"TOOLS_AS_STEPS": "1"}, "peers"),
     ("LangGraph + PostgresSaver", "peer_langgraph.py", 20, {}, "peers"),
@@ -72,9 +76,21 @@ EXACT_COUNTS = [  # every copy: counts read after 11 s of quiet, with DBOS's idl
         "    time.sleep(11)\n    x1 -= (stats()[0] - x1) * (dt + 11) / 11  # commits of 11 s of quiet, per 11 s",
     ),
 ]
+HELIX_IMPORT = ("from helix_dbos.runtime.launch import dbos_config", "from helix_dbos import dbos_config")
 COPIES = {  # the scripts run: copies of the peers' scripts, changed only where named: (peer's script, changes)
-    "peer_helix.py": (
-        "peer_helix.py", [("from helix_dbos.runtime.launch import dbos_config", "from helix_dbos import dbos_config")]
+    "peer_helix.py": ("peer_helix.py", [HELIX_IMPORT]),
+    "peer_floor.py": (  # helix's harness and DBOS calls, empty bodies: bench.py's floor, the peers' turns
+        "peer_helix.py",
+        [
+            (HELIX_IMPORT[0], HELIX_IMPORT[1] + "\nfrom scripts.bench import floor_workflow_factory"),
+            ("    ex.register(agent)\n", "    ex.register(agent)\n    floor = floor_workflow_factory(ex)\n"),
+            (
+                '        r = ex.execute(agent, f"go {i}").result(timeout=300)\n'
+                "        assert r.status == \"completed\" and r.step_count == K, r\n",
+                "        assert DBOS.start_workflow(floor, K - 1).get_result() == K - 1  # K model calls\n",
+            ),
+            ('print(f"helix_dbos K=', 'print(f"DBOS floor K='),
+        ],
     ),
     "peer_pydantic_ai.py": ("peer_pydantic_ai.py", []),
     "peer_pydantic_ai_no_ping.py": (
