@@ -10,6 +10,7 @@ Exit codes: 0 ok, 1 not found / not pending / failed, 2 usage.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import sys
@@ -281,6 +282,27 @@ def sessions(database_url: str | None, status: str | None, limit: int, as_json: 
         _table(
             ["SESSION", "AGENT", "STATUS", "STEPS", "RUNS", "UPDATED"],
             [[s.id, s.agent_name, s.status, str(s.step_count), str(s.run_count), _when(s.updated_at)] for s in found],
+        )
+
+
+@main.command()
+@database_url_option
+@json_option
+@operator_errors
+def workers(database_url: str | None, as_json: bool) -> None:
+    """List the processes that run agents: live, draining, dead, released or adopted."""
+    found = _admin().list_workers(connect_url(database_url))
+    if as_json:
+        _print_json([{k: v.isoformat() if isinstance(v, datetime) else v for k, v in dataclasses.asdict(w).items()}
+                     for w in found])
+    elif not found:
+        click.echo("no workers")
+    else:
+        _table(
+            ["EXECUTOR", "STATUS", "VERSION", "HOST", "PID", "QUEUES", "LAST SEEN", "RUNS", "NOTE"],
+            [[w.executor_id, w.status, w.application_version or "-", w.host or "-", str(w.pid or "-"),
+              ",".join(w.queues) if w.queues is not None else "all", _when(w.last_seen), str(w.pending_runs), w.note]
+             for w in found],
         )
 
 

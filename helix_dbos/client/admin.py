@@ -24,9 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 
 from helix_dbos.answers import ApprovalResponse, ClientToolResult, SubmitOutcome, ToolAnswer
@@ -35,12 +37,14 @@ from helix_dbos.client.commands import PruneReport, RunControl, SessionDetail
 from helix_dbos.client.queues import DEFAULT_QUEUE
 from helix_dbos.client.streams import follow_events
 from helix_dbos.client.workflows import ClientWorkflows
-from helix_dbos.database import check_connection, validate_url
+from helix_dbos.database import check_connection, libpq_url, validate_url
 from helix_dbos.deltas import DeltaRecord
 from helix_dbos.errors import HelixError
 from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos.store import reads
+from helix_dbos.store import workers as workers_store
 from helix_dbos.store.engine import create_engine
+from helix_dbos.store.workers import WorkerRecord
 from helix_dbos.store.migrations import check_schema
 from helix_dbos.store.retention import Cutoff
 from helix_dbos.store.records import (
@@ -58,6 +62,7 @@ __all__ = [
     "PruneReport",
     "RunControl",
     "SessionDetail",
+    "WorkerStatus",
     "approve",
     "cancel",
     "deny",
@@ -66,6 +71,7 @@ __all__ = [
     "list_pending",
     "list_runs",
     "list_sessions",
+    "list_workers",
     "move",
     "prune",
     "resume",
@@ -242,20 +248,94 @@ def prune(
         return commands.prune(engine, workflows, cutoff, dry_run=dry_run, batch_size=batch_size)
 
 
+# --- workers ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """A process that runs (or ran) helix workflows, as ``helix-dbos workers`` shows it.
+
+    ``status``: ``live``, ``draining``, ``dead`` (its lease expired and nobody adopted it
+    yet), ``released`` (it stopped and handed its runs back), ``adopted`` (another process
+    handed its runs back), or ``unknown`` (PENDING runs under an executor id that never
+    kept a lease: ``helix-dbos recover --executor ID`` hands them back).
+    """
+
+    executor_id: str
+    status: str
+    application_version: str | None
+    host: str | None
+    pid: int | None
+    queues: list[str] | None
+    started_at: datetime | None
+    last_seen: datetime | None
+    pending_runs: int
+    """Its workflows DBOS still holds PENDING (running, or waiting for a person)."""
+    adopted_by: str | None = None
+    adopted_runs: int | None = None
+    note: str = ""
+
+
+def list_workers(url: str) -> list[WorkerStatus]:
+    """Every worker lease with its PENDING runs, then executors without a lease that
+    still hold PENDING runs; the most recently seen first."""
+    url = _checked(url)
+    with psycopg.connect(libpq_url(url)) as conn:
+        leases = workers_store.list_workers(conn)
+    with ClientWorkflows(url) as workflows:
+        pending = workflows.client.list_workflows(status="PENDING", load_input=False, load_output=False)
+    held: dict[str, list[Any]] = {}
+    for workflow in pending:
+        held.setdefault(workflow.executor_id or "", []).append(workflow)
+    live_versions = {(w.application_name, w.application_version) for w in leases if w.status in ("live", "draining")}
+    found = [_worker_status(w, len(held.pop(w.executor_id, [])), live_versions) for w in leases]
+    for executor_id, workflows in sorted(held.items()):
+        versions = sorted({w.app_version or "?" for w in workflows})
+        found.append(WorkerStatus(
+            executor_id=executor_id, status="unknown", application_version=", ".join(versions), host=None, pid=None,
+            queues=None, started_at=None, last_seen=None, pending_runs=len(workflows),
+            note=f"kept no lease: helix-dbos recover --app APP --executor {executor_id}",
+        ))
+    return found
+
+
+def _worker_status(worker: WorkerRecord, pending: int, live_versions: set[tuple[str, str]]) -> WorkerStatus:
+    status = worker.status
+    if status == "adopted":
+        note = f"adopted by {worker.adopted_by} ({worker.adopted_runs} runs handed back)"
+    elif status in ("dead", "released") and (worker.application_name, worker.application_version) not in live_versions:
+        note = f"its runs wait for a live worker of version {worker.application_version}"
+    elif status in ("dead", "released"):
+        note = "a live worker of its version adopts it now"
+    else:
+        note = ""
+    return WorkerStatus(
+        executor_id=worker.executor_id, status=status, application_version=worker.application_version,
+        host=worker.host, pid=worker.pid, queues=worker.queues, started_at=worker.started_at,
+        last_seen=worker.last_seen, pending_runs=pending, adopted_by=worker.adopted_by,
+        adopted_runs=worker.adopted_runs, note=note,
+    )
+
+
 # --- helpers ------------------------------------------------------------------------------
 
 
 @contextmanager
 def _engine(url: str) -> Iterator[sa.Engine]:
     """An engine on ``url``, after checking that it answers and has the current schema."""
-    url = validate_url(url)
-    check_connection(url)
-    check_schema(url)
-    engine = create_engine(url)
+    engine = create_engine(_checked(url))
     try:
         yield engine
     finally:
         engine.dispose()
+
+
+def _checked(url: str) -> str:
+    """``url``, once it is valid, answers and has the current schema."""
+    url = validate_url(url)
+    check_connection(url)
+    check_schema(url)
+    return url
 
 
 def _running(engine: sa.Engine, session_id: str) -> bool:

@@ -30,6 +30,7 @@ from helix_dbos.answers import SubmitOutcome, ToolAnswer
 from helix_dbos.client import commands
 from helix_dbos.client.commands import input_text
 from helix_dbos.client.handle import AgentHandle
+from helix_dbos.client.leases import LeaseSettings, keep_lease
 from helix_dbos.client.streams import follow_events
 from helix_dbos.client.workflows import LocalWorkflows
 from helix_dbos.database import resolve_database_url
@@ -55,6 +56,12 @@ class DBOSAgentExecutor:
     ``run_migrations=False`` the schema is only checked (run ``helix-dbos migrate``).
     ``logger`` gets helix's events (a ``logging.Logger`` or a structlog-style logger,
     see :mod:`helix_dbos.logs`); without one they go to the silent ``helix_dbos`` logger.
+
+    Constructing it takes this process's worker lease (:mod:`helix_dbos.client.leases`;
+    ``lease`` sets its timing, default from ``$HELIX_LEASE_TTL``): from then on a run this
+    process leaves behind, killed or drained, is adopted by another live process of the
+    application, and this process adopts theirs. It raises :class:`ExecutorIdInUseError`
+    when another live process has the same DBOS executor id.
     """
 
     def __init__(
@@ -65,6 +72,7 @@ class DBOSAgentExecutor:
         run_migrations: bool = True,
         default_queue: str | None = None,
         logger: AnyLogger | None = None,
+        lease: LeaseSettings | None = None,
     ) -> None:
         log = EventLog(logger)
         self.default_queue = default_queue
@@ -82,6 +90,8 @@ class DBOSAgentExecutor:
         self.engine = self.runtime.engine
         self._workflows = LocalWorkflows(self.database_url)
         install_runtime(self.runtime)
+        self.lease = keep_lease(self.database_url, log, lease)
+        """This process's worker lease (None without a configured DBOS, or with Conductor)."""
 
     @property
     def llm(self) -> LLMAdapter:

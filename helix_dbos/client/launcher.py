@@ -13,6 +13,7 @@ call does it all::
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,6 +21,7 @@ from dbos import DBOS, DBOSPortableJSONSerializer
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos.client.executor import DBOSAgentExecutor
+from helix_dbos.client.leases import default_executor_id
 from helix_dbos.client.queues import QueueSettings, register_queue
 from helix_dbos.database import resolve_database_url
 from helix_dbos.errors import ConfigurationError
@@ -61,6 +63,10 @@ def dbos_config(
     ever unpickled (your own workflows and steps then take and return JSON values), and
     a system-database engine that does not ping before each use (:data:`SYSTEM_DATABASE_ENGINE`).
 
+    The executor id is ``$DBOS__VMID``, else ``<hostname>-<pid>`` (DBOS's own default,
+    ``local``, would be the same in every replica of your app); a process that dies is
+    adopted by the others through its worker lease (:mod:`helix_dbos.client.leases`).
+
     ``overrides`` are any other DBOS config keys (``executor_id``, ``log_level``, ...);
     ``db_engine_kwargs`` is merged over helix's::
 
@@ -75,6 +81,7 @@ def dbos_config(
         "serializer": DBOSPortableJSONSerializer(),
         "log_level": "WARNING",
         "db_engine_kwargs": engine,
+        "executor_id": os.environ.get("DBOS__VMID") or default_executor_id(),
     }
     config.update(overrides)
     return config

@@ -11,13 +11,18 @@ its agents, and does NOT launch::
     $ helix-dbos worker --app myapp:executor --queue agents --concurrency 8 \\
           --global-concurrency 32 --rate-limit 50/1
 
-The worker imports the module, gives the process an executor id (``--executor-id``, else
-the one in the DBOS config or ``$DBOS__VMID``, else ``<hostname>-<pid>``), listens only on
-its queue, launches DBOS (which recovers this executor id's own PENDING runs), registers
-the queue, and runs until SIGTERM or SIGINT. When a worker dies for good, run
-``helix-dbos recover --app myapp:executor --executor <its id>``: a worker of its own that
-first hands the dead executor's PENDING runs back to the queue, where any worker
-(itself included) resumes them from their last checkpoint. See docs/scaling.md.
+The worker imports the module (whose executor takes this process's worker lease, see
+:mod:`helix_dbos.client.leases`), gives the process an executor id (``--executor-id``,
+else the one in the DBOS config or ``$DBOS__VMID``, else ``<hostname>-<pid>``), listens
+only on its queue, launches DBOS (which recovers this executor id's own PENDING runs),
+registers the queue, and works until SIGTERM or SIGINT. While it works it adopts the runs
+of every worker of its application version whose lease expired or was released.
+
+On SIGTERM it drains: it takes no new runs, gives its running runs ``--drain-timeout``
+seconds to finish, hands what is left back to the queues at once (other workers resume it
+from its last checkpoint), releases its lease and exits 0. ``helix-dbos recover`` is for
+runs of executors that never kept a lease (a process of an older release, or one whose
+Conductor is gone).
 """
 
 from __future__ import annotations
@@ -25,23 +30,21 @@ from __future__ import annotations
 import importlib
 import os
 import signal
-import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from helix_dbos.errors import HelixError
+from helix_dbos.client import dbos_internals
+from helix_dbos.client.leases import Adoption, default_executor_id
 from helix_dbos.client.queues import QueueSettings, register_queue, stored_settings
+from helix_dbos.durable.requests import WAITER_WORKFLOW_NAME
+from helix_dbos.errors import HelixError
 
 if TYPE_CHECKING:
     from helix_dbos.client.executor import DBOSAgentExecutor
-
-
-def default_executor_id() -> str:
-    """``<hostname>-<pid>``: unique per worker process."""
-    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 def load_app(spec: str) -> DBOSAgentExecutor:
@@ -77,9 +80,18 @@ def load_app(spec: str) -> DBOSAgentExecutor:
     return found
 
 
+@dataclass(frozen=True)
+class Drained:
+    """What a drain did: runs that finished in the grace period, runs handed back."""
+
+    finished: int
+    handed_back: list[str]
+    seconds: float
+
+
 @dataclass
 class Worker:
-    """One worker process on a queue. ``start()`` launches; ``stop()`` shuts DBOS down."""
+    """One worker process on a queue: ``start()`` launches, ``drain()`` stops it gracefully."""
 
     app: str
     settings: QueueSettings = field(default_factory=QueueSettings)
@@ -88,7 +100,10 @@ class Worker:
     """Queue settings given on the command line; the rest come from the stored queue."""
     executor: DBOSAgentExecutor | None = None
 
-    def start(self) -> None:
+    def start(self, on_adopted: Callable[[Adoption], None] | None = None,
+              on_fenced: Callable[[str], None] | None = None) -> None:
+        """Import the app (which takes the lease), listen only on the queue, launch DBOS
+        (which recovers this executor id's own PENDING runs) and register the queue."""
         from dbos import DBOS
         from dbos import error as dbos_errors
 
@@ -99,6 +114,10 @@ class Worker:
         # recovery at launch is this worker's own.
         os.environ["DBOS__VMID"] = self.executor_id or os.environ.get("DBOS__VMID") or default_executor_id()
         self.executor = load_app(self.app)
+        lease = self.executor.lease
+        if lease is not None:
+            lease.on_adopted = on_adopted or lease.on_adopted
+            lease.on_fenced = on_fenced or lease.on_fenced
         try:
             DBOS.listen_queues([self.settings.name])
         except dbos_errors.DBOSException:
@@ -111,36 +130,88 @@ class Worker:
             QueueSettings.model_validate(self.settings.model_dump())
         register_queue(self.settings)
 
+    def running(self) -> list[str]:
+        """Workflow ids this worker is running, not counting runs parked for people
+        (their waiters wait in any process, so a drain does not wait for them)."""
+        from dbos import DBOS
+
+        pending = DBOS.list_workflows(status="PENDING", executor_id=self.executor_id, load_input=False,
+                                      load_output=False)
+        return [w.workflow_id for w in pending if w.name != WAITER_WORKFLOW_NAME]
+
+    def drain(self, timeout: float, hurry: threading.Event | None = None) -> Drained:
+        """Stop taking runs at once, give the running ones ``timeout`` seconds (less if
+        ``hurry`` is set) to finish, hand what is left back to the queues, where other
+        workers resume it from its last checkpoint, shut DBOS down and release the lease."""
+        from dbos import DBOS
+
+        started = time.monotonic()
+        lease = self.executor.lease if self.executor is not None else None
+        if lease is not None:
+            lease.drain()
+        instance = dbos_internals.configured_dbos()
+        dbos_internals.stop_claiming(instance)
+        before = set(self.running())
+        deadline = started + timeout
+        left = before
+        while left and time.monotonic() < deadline and not (hurry is not None and hurry.is_set()):
+            time.sleep(0.1)
+            left = set(self.running())
+        handed_back = dbos_internals.recover_executors([DBOS.executor_id])
+        DBOS.destroy(destroy_registry=False)
+        if lease is not None:
+            lease.release()
+        return Drained(finished=len(before - left), handed_back=handed_back, seconds=time.monotonic() - started)
+
     def recover(self, executor_ids: Sequence[str]) -> list[str]:
         """Hand the PENDING runs of dead executors back to their queues; their workflow ids."""
-        from dbos import DBOS
-
-        # DBOS 3.4 has no public call for another executor's recovery (Conductor does it
-        # for you); this one is what DBOS's own launch uses for its executor id.
-        recover = getattr(DBOS, "recover_pending_workflows", None) or DBOS._recover_pending_workflows
-        return [handle.get_workflow_id() for handle in recover(list(executor_ids))]
-
-    def stop(self) -> None:
-        from dbos import DBOS
-
-        DBOS.destroy(destroy_registry=False)
+        return dbos_internals.recover_executors(executor_ids)
 
 
-def serve(worker: Worker, recover_ids: Sequence[str] = (), echo: Callable[[str], None] = print) -> None:
-    """Start ``worker``, recover ``recover_ids``, then block until SIGTERM or SIGINT."""
+EXIT_FENCED = 3
+"""A worker's exit status when it stopped because another process adopted its runs."""
+
+
+def serve(worker: Worker, recover_ids: Sequence[str] = (), echo: Callable[[str], None] = print,
+          drain_timeout: float = 30.0) -> int:
+    """Start ``worker``, recover ``recover_ids``, work until SIGTERM or SIGINT, then drain
+    (a second signal cuts the grace period short). Its exit status: 0, or
+    :data:`EXIT_FENCED` when it lost its lease."""
     stop = threading.Event()
+    hurry = threading.Event()
+    fenced: list[str] = []
+
+    def on_signal(*_: Any) -> None:
+        (hurry if stop.is_set() else stop).set()
+
+    def on_fenced(adopter: str) -> None:
+        fenced.append(adopter)
+        stop.set()
+        hurry.set()
+
+    def on_adopted(adoption: Adoption) -> None:
+        echo(f"adopted {len(adoption.workflow_ids)} runs of executor {adoption.executor_id}")
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    worker.start()
-    echo(f"worker {worker.executor_id} listening on {worker.settings.describe()}")
+        signal.signal(sig, on_signal)
+    worker.start(on_adopted=on_adopted, on_fenced=on_fenced)
+    lease = worker.executor.lease if worker.executor is not None else None
+    lease_text = f", lease {lease.settings.ttl_sec:g}s" if lease is not None else ", no lease (Conductor recovers)"
+    echo(f"worker {worker.executor_id} listening on {worker.settings.describe()}{lease_text}")
     if recover_ids:
         recovered = worker.recover(recover_ids)
         echo(f"recovered {len(recovered)} runs of executor {', '.join(recover_ids)}")
         for workflow_id in recovered:
             echo(f"  {workflow_id}")
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        echo(f"worker {worker.executor_id} stopping")
-        worker.stop()
+    stop.wait()
+    if fenced:
+        echo(f"worker {worker.executor_id} lost its lease to {fenced[0]}: its runs go on there; stopping")
+    else:
+        echo(f"worker {worker.executor_id} draining (up to {drain_timeout:g}s)")
+    drained = worker.drain(0 if fenced else drain_timeout, hurry)
+    echo(f"worker {worker.executor_id} finished {drained.finished} runs and handed back"
+         f" {len(drained.handed_back)} in {drained.seconds:.1f}s")
+    for workflow_id in drained.handed_back:
+        echo(f"  {workflow_id}")
+    echo(f"worker {worker.executor_id} stopped")
+    return EXIT_FENCED if fenced else 0

@@ -22,7 +22,8 @@ from typing import Any
 from helix_dbos.client.executor import DBOSAgentExecutor
 from helix_dbos.client.launcher import launch_dbos
 from helix_dbos.client.queues import QueueSettings
-from helix_dbos.client.worker import Worker, default_executor_id, load_app
+from helix_dbos.client.leases import default_executor_id
+from helix_dbos.client.worker import Worker, load_app
 from helix_dbos.errors import HelixError
 from helix_dbos.server.app import create_app
 
@@ -69,8 +70,11 @@ def serve(
     queue: str,
     executor_id: str | None,
     echo: Callable[[str], None] = print,
+    drain_timeout: float = 30.0,
 ) -> None:
-    """Serve until SIGTERM or SIGINT, then shut DBOS down."""
+    """Serve until SIGTERM or SIGINT, then drain: with a worker, its running runs get
+    ``drain_timeout`` seconds to finish and what is left is handed back to the queues; the
+    lease is released either way, so live processes adopt what this one leaves."""
     import uvicorn
     from dbos import DBOS
 
@@ -86,4 +90,10 @@ def serve(
             signal.signal(sig, lambda *_: None)
         uvicorn.Server(uvicorn.Config(server_app, host=host, port=port, log_level="warning")).run()
     finally:
-        DBOS.destroy(destroy_registry=False)
+        if running is not None:
+            drained = running.drain(drain_timeout)
+            echo(f"finished {drained.finished} runs and handed back {len(drained.handed_back)} in {drained.seconds:.1f}s")
+        else:
+            DBOS.destroy(destroy_registry=False)
+            if executor.lease is not None:
+                executor.lease.release()

@@ -10,97 +10,38 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
-from pathlib import Path
 
 import psycopg
 import pytest
 
+from helix_dbos.client.queues import QueueSettings, RateLimit, RunEnqueuer
 from helix_dbos.database import libpq_url
 from helix_dbos.errors import SessionBusyError
-from helix_dbos.client.queues import QueueSettings, RateLimit, RunEnqueuer
-from helix_dbos.store.migrations import migrate
+from worker_kit import CLI, WORK_SECONDS, Proc, start_worker
+from worker_kit import scale_database as make_scale_database
+from worker_kit import until as poll_until
 
-APP_DIR = Path(__file__).with_name("scaleout")
 SESSIONS = 60
 GLOBAL_LIMIT = 5
 PER_WORKER = 3  # 3 workers x 3 > 5: only the global limit keeps runs at 5
-WORK_SECONDS = 0.4
-CLI = "from helix_dbos.cli import main; main()"
-
-INTERVALS_SQL = """
-CREATE SCHEMA scaleout;
-CREATE TABLE scaleout.intervals (
-    id bigserial PRIMARY KEY, session_id text NOT NULL, pid int NOT NULL,
-    started double precision NOT NULL, ended double precision
-);
-"""
-
-
-class Proc:
-    """A CLI subprocess whose stdout lines are collected as they come."""
-
-    def __init__(self, url: str, *args: str, work_seconds: float = WORK_SECONDS) -> None:
-        env = {**os.environ, "HELIX_SCALEOUT_URL": url, "HELIX_SCALEOUT_WORK_SECONDS": str(work_seconds)}
-        self.popen = subprocess.Popen(
-            [sys.executable, "-c", CLI, *args], cwd=APP_DIR, env=env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )
-        self.lines: list[str] = []
-        self.errors: list[str] = []
-        threading.Thread(target=self._read, args=(self.popen.stdout, self.lines), daemon=True).start()
-        threading.Thread(target=self._read, args=(self.popen.stderr, self.errors), daemon=True).start()
-
-    @staticmethod
-    def _read(stream, into: list[str]) -> None:
-        for line in stream:
-            into.append(line.rstrip("\n"))
-
-    def wait_for(self, prefix: str, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                if line.startswith(prefix):
-                    return line
-            if self.popen.poll() is not None:
-                break
-            time.sleep(0.05)
-        pytest.fail(f"no {prefix!r} line from {self.popen.args[3:]}: {self.lines}\n" + "\n".join(self.errors[-30:]))
-
-    def stop(self, timeout: float = 20) -> int:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-        try:
-            return self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            return self.popen.wait()
 
 
 def worker(
     url: str, executor_id: str, command: str = "worker", *extra: str, concurrency: int = PER_WORKER,
     work_seconds: float = WORK_SECONDS,
 ) -> Proc:
-    return Proc(
-        url, command, "--app", "scale_app:executor", "--executor-id", executor_id,
-        "--concurrency", str(concurrency), "--global-concurrency", str(GLOBAL_LIMIT),
-        "--polling-interval", "0.05", *extra, work_seconds=work_seconds,
-    )
+    return start_worker(url, *extra, executor_id=executor_id, command=command, concurrency=concurrency,
+                        global_limit=GLOBAL_LIMIT, work_seconds=work_seconds)
 
 
 @pytest.fixture
 def scale_database(make_database: Callable[[], str]) -> str:
-    url = make_database()
-    migrate(url)
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        conn.execute(INTERVALS_SQL)
-    return url
+    return make_scale_database(make_database)
 
 
 @pytest.fixture
@@ -225,7 +166,7 @@ def test_sixty_sessions_on_three_workers_survive_a_killed_worker(scale_database:
 
     for proc in (first, third, rescuer):
         assert proc.stop() == 0, "\n".join(proc.errors[-20:])
-        assert proc.lines[-1].endswith("stopping")
+        assert proc.lines[-1].endswith("stopped")
 
 
 def test_a_queued_runs_approval_comes_from_another_process(scale_database: str, procs: list[Proc]):
@@ -304,15 +245,7 @@ def cli_run(url: str, *args: str) -> str:
 
 
 def until(query: str, args: tuple, want: Callable[[Any], bool], url: str, what: str, timeout: float = 30) -> Any:
-    """Poll ``query`` (its first value) until ``want`` holds."""
-    deadline = time.monotonic() + timeout
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        while True:
-            value = conn.execute(query, args).fetchone()[0]
-            if want(value):
-                return value
-            assert time.monotonic() < deadline, f"{what}: still {value!r} after {timeout}s"
-            time.sleep(0.05)
+    return poll_until(url, query, args, want, what, timeout)
 
 
 def parked(url: str, sessions: list[str]) -> None:

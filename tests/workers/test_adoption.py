@@ -1,0 +1,221 @@
+"""Runs survive their worker: a worker stopped, killed, restarted or frozen strands nothing.
+
+Two real ``helix-dbos worker`` processes with generated executor ids (as a Kubernetes
+Deployment or a systemd unit runs them) share 12 runs whose one tool takes 4 s; worker A
+is then stopped one way or another while all 12 are inside their tool. Every run must
+complete within 45 s of the stop, with exactly one commit per step, and the only tool
+calls that ran twice are the ones A was in the middle of when it died.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+
+from helix_dbos.client.queues import RunEnqueuer
+from helix_dbos.database import libpq_url
+from worker_kit import CLI, Proc, scale_database, start_worker, until
+
+RUNS = 12
+TOOL_SECONDS = 4.0
+FINISH_WITHIN = 45.0
+
+
+@pytest.fixture
+def url(make_database: Callable[[], str]) -> str:
+    return scale_database(make_database)
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    started: list[Proc] = []
+    yield started
+    for proc in started:
+        proc.stop(timeout=5)
+
+
+def two_busy_workers(url: str, procs: list[Proc], enqueuer: RunEnqueuer, *extra_a: str,
+                     env: dict[str, str] | None = None) -> tuple[Proc, Proc, list]:
+    """Workers A and B (6 runs each at most) and 12 runs, all inside their tool."""
+    a = start_worker(url, *extra_a, concurrency=RUNS // 2, work_seconds=TOOL_SECONDS, env=env)
+    procs.append(a)
+    a.listening()
+    b = start_worker(url, concurrency=RUNS // 2, work_seconds=TOOL_SECONDS, env=env)
+    procs.append(b)
+    b.listening()
+    runs = [enqueuer.enqueue("scale-agent", f"s-{i:02d}", session_id=f"s-{i:02d}") for i in range(RUNS)]
+    until(url, "SELECT count(*) FROM scaleout.intervals WHERE ended IS NULL AND pid = %s", (a.pid,),
+          lambda n: n == RUNS // 2, "runs inside A's tool")
+    return a, b, runs
+
+
+def all_complete(enqueuer: RunEnqueuer, runs: list, stopped_at: float) -> float:
+    """Wait for every run; the seconds from the stop to the last one's end."""
+    deadline = stopped_at + FINISH_WITHIN
+    for run in runs:
+        result = enqueuer.result(run, timeout=max(0.1, deadline - time.monotonic()))
+        assert result.status == "completed", result
+    return time.monotonic() - stopped_at
+
+
+def once_per_step(url: str, sessions: list[str]) -> None:
+    """Each session: one run, one commit per step (two steps), a valid transcript."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        for sid in sessions:
+            roles = [r[0] for r in conn.execute(
+                "SELECT message->>'role' FROM helix.messages WHERE session_id = %s ORDER BY seq", (sid,))]
+            assert roles == ["user", "assistant", "tool", "assistant", "tool"], (sid, roles)
+            types = [r[0] for r in conn.execute("SELECT type FROM helix.events WHERE session_id = %s", (sid,))]
+            counts = {t: types.count(t) for t in ("run_start", "step_finish", "finish", "tool_result")}
+            assert counts == {"run_start": 1, "step_finish": 2, "finish": 1, "tool_result": 1}, (sid, counts)
+            steps = conn.execute("SELECT step_count, status FROM helix.sessions WHERE id = %s", (sid,)).fetchone()
+            assert steps == (2, "completed"), (sid, steps)
+
+
+def tool_runs(url: str) -> dict[str, list[tuple[int, bool]]]:
+    """Each session's tool executions: (pid, whether it ended)."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        rows = conn.execute("SELECT session_id, pid, ended IS NOT NULL FROM scaleout.intervals ORDER BY id").fetchall()
+    runs: dict[str, list[tuple[int, bool]]] = {}
+    for sid, pid, ended in rows:
+        runs.setdefault(sid, []).append((pid, ended))
+    return runs
+
+
+def repeated_only_where_cut(url: str, cut_pid: int | None) -> int:
+    """Every session's tool ended exactly once; an extra run is one ``cut_pid`` never
+    finished. The number of sessions whose tool ran twice."""
+    twice = 0
+    for sid, executions in tool_runs(url).items():
+        assert sum(ended for _, ended in executions) == 1, (sid, executions)
+        cut = [pid for pid, ended in executions if not ended]
+        assert all(pid == cut_pid for pid in cut), (sid, executions)
+        twice += bool(cut)
+    return twice
+
+
+def workers_json(url: str) -> list[dict]:
+    done = subprocess.run([sys.executable, "-c", CLI, "workers", "--json"], capture_output=True, text=True,
+                          env={**os.environ, "HELIX_DATABASE_URL": url}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_drained_worker_finishes_its_runs_and_strands_nothing(url: str, procs: list[Proc]):
+    """SIGTERM (a rolling deploy): A takes no new run, finishes its six in the grace
+    period, hands back nothing and exits 0."""
+    with RunEnqueuer(url) as enqueuer:
+        a, b, runs = two_busy_workers(url, procs, enqueuer)
+        a_id = a.listening()
+        stopped_at = time.monotonic()
+        assert a.stop() == 0, "\n".join(a.errors[-20:])
+        took = all_complete(enqueuer, runs, stopped_at)
+    print(f"drain: all {RUNS} runs completed {took:.1f}s after SIGTERM")
+    assert any(line.startswith(f"worker {a_id} finished {RUNS // 2} runs and handed back 0") for line in a.lines), a.lines
+    assert a.lines[-1] == f"worker {a_id} stopped"
+    once_per_step(url, [f"s-{i:02d}" for i in range(RUNS)])
+    assert repeated_only_where_cut(url, None) == 0
+    states = {w["executor_id"]: w["status"] for w in workers_json(url)}
+    assert states[a_id] in ("released", "adopted") and states[b.listening()] == "live", states
+
+
+def test_a_drain_past_its_grace_hands_the_rest_back_at_once(url: str, procs: list[Proc]):
+    """SIGTERM with a grace shorter than the tool: A hands its six runs back as it stops,
+    and B resumes them without waiting for A's lease to expire."""
+    with RunEnqueuer(url) as enqueuer:
+        a, b, runs = two_busy_workers(url, procs, enqueuer, "--drain-timeout", "0.5")
+        a_id = a.listening()
+        stopped_at = time.monotonic()
+        assert a.stop() == 0, "\n".join(a.errors[-20:])
+        drained_in = time.monotonic() - stopped_at
+        took = all_complete(enqueuer, runs, stopped_at)
+    print(f"short drain: A exited {drained_in:.1f}s after SIGTERM; all runs completed {took:.1f}s after it")
+    assert any(line.startswith(f"worker {a_id} finished 0 runs and handed back {RUNS // 2}") for line in a.lines), a.lines
+    assert took < 10 + TOOL_SECONDS * 2, "the handed-back runs waited for the lease to expire"
+    once_per_step(url, [f"s-{i:02d}" for i in range(RUNS)])
+    assert repeated_only_where_cut(url, a.pid) == RUNS // 2
+
+
+@pytest.mark.parametrize("comes_back", [False, True], ids=["never-back", "restarted-with-a-new-id"])
+def test_a_killed_worker_s_runs_are_adopted(url: str, procs: list[Proc], comes_back: bool):
+    """SIGKILL (a lost node), and SIGKILL followed by the same command again (a supervisor
+    restart, which gets a new executor id): A's runs are adopted once its lease expires."""
+    with RunEnqueuer(url) as enqueuer:
+        a, b, runs = two_busy_workers(url, procs, enqueuer)
+        a_id = a.listening()
+        a.kill()
+        stopped_at = time.monotonic()
+        if comes_back:
+            again = start_worker(url, concurrency=RUNS // 2, work_seconds=TOOL_SECONDS)
+            procs.append(again)
+            assert again.listening() != a_id
+        took = all_complete(enqueuer, runs, stopped_at)
+    print(f"kill ({'restarted' if comes_back else 'never back'}): all runs completed {took:.1f}s after SIGKILL")
+    once_per_step(url, [f"s-{i:02d}" for i in range(RUNS)])
+    assert repeated_only_where_cut(url, a.pid) == RUNS // 2
+    adopted = {w["executor_id"]: w for w in workers_json(url)}[a_id]
+    assert adopted["status"] == "adopted" and adopted["adopted_runs"] == RUNS // 2, adopted
+    survivors = [b] + ([again] if comes_back else [])
+    adopters = [p for p in survivors if any(line == f"adopted {RUNS // 2} runs of executor {a_id}" for line in p.lines)]
+    assert len(adopters) == 1, [p.lines for p in survivors]
+
+
+def test_a_frozen_worker_is_adopted_and_fenced_when_it_wakes(url: str, procs: list[Proc]):
+    """SIGSTOP past the lease: B adopts A's runs; A, continued, finds its lease taken,
+    stops taking work and exits 3, and no step is committed twice."""
+    short = {"HELIX_LEASE_TTL": "3"}
+    with RunEnqueuer(url) as enqueuer:
+        a, b, runs = two_busy_workers(url, procs, enqueuer, env=short)
+        a_id = a.listening()
+        os.kill(a.pid, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        until(url, "SELECT state FROM helix.workers WHERE executor_id = %s", (a_id,), lambda s: s == "adopted",
+              "A adopted", timeout=20)
+        os.kill(a.pid, signal.SIGCONT)
+        assert a.popen.wait(30) == 3, "\n".join(a.lines + a.errors[-20:])
+        took = all_complete(enqueuer, runs, stopped_at)
+    print(f"freeze: all runs completed {took:.1f}s after SIGSTOP")
+    assert any(f"worker {a_id} lost its lease to" in line for line in a.lines), a.lines
+    once_per_step(url, [f"s-{i:02d}" for i in range(RUNS)])
+    with psycopg.connect(libpq_url(url)) as conn:
+        late = conn.execute("SELECT count(*) FROM dbos.workflow_status WHERE executor_id = %s AND status = 'PENDING'",
+                            (a_id,)).fetchone()[0]
+    assert late == 0
+
+
+def test_a_restart_with_the_same_id_keeps_dbos_recovery_and_is_not_adopted(url: str, procs: list[Proc]):
+    """A stable executor id restarted at once takes its lease over; DBOS's recovery at
+    launch resumes its runs and no other worker adopts them."""
+    with RunEnqueuer(url) as enqueuer:
+        a, b, runs = two_busy_workers(url, procs, enqueuer, "--executor-id", "stable-a")
+        a.kill()
+        stopped_at = time.monotonic()
+        again = start_worker(url, executor_id="stable-a", concurrency=RUNS // 2, work_seconds=TOOL_SECONDS)
+        procs.append(again)
+        again.listening()
+        all_complete(enqueuer, runs, stopped_at)
+    once_per_step(url, [f"s-{i:02d}" for i in range(RUNS)])
+    assert repeated_only_where_cut(url, a.pid) == RUNS // 2
+    row = {w["executor_id"]: w for w in workers_json(url)}["stable-a"]
+    assert (row["status"], row["pid"], row["adopted_by"]) == ("live", again.pid, None), row
+    assert not any(line.startswith("adopted ") for line in b.lines), b.lines
+
+
+def test_two_live_processes_never_share_an_executor_id(url: str, procs: list[Proc]):
+    first = start_worker(url, executor_id="same")
+    procs.append(first)
+    first.listening()
+    second = start_worker(url, executor_id="same")
+    assert second.popen.wait(60) == 1
+    error = "\n".join(second.errors)
+    assert "executor id 'same' is held by a live process" in error and f"pid {first.pid}" in error, error
+    with psycopg.connect(libpq_url(url)) as conn:
+        assert conn.execute("SELECT pid FROM helix.workers WHERE executor_id = 'same'").fetchone()[0] == first.pid
