@@ -134,4 +134,5 @@ def serve_command(app: str, auth: str | None, allow_unauthenticated: bool, host:
                      worker=worker, queue=queue, executor_id=executor_id, echo=_echo, drain_timeout=drain_timeout)
     except HelixError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        _exit(1)
+    _exit(0)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,11 +23,12 @@ from dbos import DBOS, DBOSPortableJSONSerializer
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos.client.executor import DBOSAgentExecutor
-from helix_dbos.client.leases import default_executor_id
+from helix_dbos.client import dbos_internals
+from helix_dbos.client.leases import Drained, current_lease, default_executor_id
 from helix_dbos.client.queues import QueueSettings, register_queue
 from helix_dbos.database import resolve_database_url
 from helix_dbos.errors import ConfigurationError
-from helix_dbos.durable.requests import WORKFLOW_PROTOCOL_VERSION
+from helix_dbos.durable.requests import WAITER_WORKFLOW_NAME, WORKFLOW_PROTOCOL_VERSION
 from helix_dbos.llm import LLMAdapter
 
 DEFAULT_APP_NAME = "helix-dbos"
@@ -128,6 +131,45 @@ def launch_dbos() -> None:
         dbos_log.setLevel(level)
 
 
-def shutdown() -> None:
-    """Stop DBOS in this process (pending runs stay pending for recovery)."""
+def drain(timeout: float = 30.0, hurry: threading.Event | None = None) -> Drained:
+    """Stop this process taking runs from queues at once, give the runs it is running
+    ``timeout`` seconds (less once ``hurry`` is set) to finish, hand what is left back to
+    the queues, where other processes resume it from its last checkpoint, and release the
+    lease. Runs parked for a person are not waited for: they are handed back at once.
+
+    The process should exit (or ``DBOS.destroy()``) right after: a handed-back run's tool
+    that is still running here would go on while another process runs that call again.
+    DBOS refuses its checkpoint, so only the tool's effect can repeat, as after a crash.
+    """
+    started = time.monotonic()
+    lease = current_lease()
+    if lease is not None:
+        lease.drain()
+    dbos_internals.stop_claiming(dbos_internals.configured_dbos())
+    before = set(running_workflows())
+    left = before
+    while left and time.monotonic() < started + timeout and not (hurry is not None and hurry.is_set()):
+        time.sleep(0.1)
+        left = set(running_workflows())
+    handed_back = dbos_internals.recover_executors([DBOS.executor_id])
+    if lease is not None:
+        lease.release()
+    return Drained(finished=len(before - left), handed_back=handed_back, seconds=time.monotonic() - started)
+
+
+def running_workflows() -> list[str]:
+    """Workflow ids this process is running, not counting runs parked for people (their
+    waiters wait in any process)."""
+    pending = DBOS.list_workflows(status="PENDING", executor_id=DBOS.executor_id, load_input=False,
+                                  load_output=False)
+    return [w.workflow_id for w in pending if w.name != WAITER_WORKFLOW_NAME]
+
+
+def shutdown(drain_timeout: float = 30.0) -> Drained | None:
+    """Stop DBOS in this process, after a :func:`drain` when it was launched: call it
+    where your app shuts down (a FastAPI lifespan's exit) instead of ``DBOS.destroy()``,
+    which fails the runs it interrupts. What the drain did, or None."""
+    instance = dbos_internals.configured_dbos()
+    drained = drain(drain_timeout) if instance is not None and dbos_internals.is_launched(instance) else None
     DBOS.destroy(destroy_registry=False)
+    return drained

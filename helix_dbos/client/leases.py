@@ -104,6 +104,15 @@ class Adoption:
     workflow_ids: list[str]
 
 
+@dataclass(frozen=True)
+class Drained:
+    """What a drain did: runs that finished in the grace period, runs handed back."""
+
+    finished: int
+    handed_back: list[str]
+    seconds: float
+
+
 @dataclass
 class WorkerLease:
     """The lease of this process's executor id, kept by a background thread.

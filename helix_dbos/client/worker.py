@@ -32,15 +32,13 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from helix_dbos.client import dbos_internals
-from helix_dbos.client.leases import Adoption, default_executor_id
+from helix_dbos.client.leases import Adoption, Drained, default_executor_id
 from helix_dbos.client.queues import QueueSettings, register_queue, stored_settings
-from helix_dbos.durable.requests import WAITER_WORKFLOW_NAME
 from helix_dbos.errors import HelixError
 
 if TYPE_CHECKING:
@@ -78,15 +76,6 @@ def load_app(spec: str) -> DBOSAgentExecutor:
     if not isinstance(found, DBOSAgentExecutor):
         raise HelixError(f"--app {spec!r} is a {type(found).__name__}, not a DBOSAgentExecutor")
     return found
-
-
-@dataclass(frozen=True)
-class Drained:
-    """What a drain did: runs that finished in the grace period, runs handed back."""
-
-    finished: int
-    handed_back: list[str]
-    seconds: float
 
 
 @dataclass
@@ -130,38 +119,13 @@ class Worker:
             QueueSettings.model_validate(self.settings.model_dump())
         register_queue(self.settings)
 
-    def running(self) -> list[str]:
-        """Workflow ids this worker is running, not counting runs parked for people
-        (their waiters wait in any process, so a drain does not wait for them)."""
-        from dbos import DBOS
-
-        pending = DBOS.list_workflows(status="PENDING", executor_id=self.executor_id, load_input=False,
-                                      load_output=False)
-        return [w.workflow_id for w in pending if w.name != WAITER_WORKFLOW_NAME]
-
     def drain(self, timeout: float, hurry: threading.Event | None = None) -> Drained:
-        """Stop taking runs at once, give the running ones ``timeout`` seconds (less if
-        ``hurry`` is set) to finish, hand what is left back to the queues, where other
-        workers resume it from its last checkpoint, shut DBOS down and release the lease."""
-        from dbos import DBOS
+        """Stop taking runs, let the running ones finish for up to ``timeout`` seconds, hand
+        the rest back and release the lease (:func:`helix_dbos.client.launcher.drain`);
+        exit the process next."""
+        from helix_dbos.client.launcher import drain
 
-        started = time.monotonic()
-        lease = self.executor.lease if self.executor is not None else None
-        if lease is not None:
-            lease.drain()
-        instance = dbos_internals.configured_dbos()
-        dbos_internals.stop_claiming(instance)
-        before = set(self.running())
-        deadline = started + timeout
-        left = before
-        while left and time.monotonic() < deadline and not (hurry is not None and hurry.is_set()):
-            time.sleep(0.1)
-            left = set(self.running())
-        handed_back = dbos_internals.recover_executors([DBOS.executor_id])
-        DBOS.destroy(destroy_registry=False)
-        if lease is not None:
-            lease.release()
-        return Drained(finished=len(before - left), handed_back=handed_back, seconds=time.monotonic() - started)
+        return drain(timeout, hurry)
 
     def recover(self, executor_ids: Sequence[str]) -> list[str]:
         """Hand the PENDING runs of dead executors back to their queues; their workflow ids."""

@@ -74,7 +74,8 @@ def serve(
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain: with a worker, its running runs get
     ``drain_timeout`` seconds to finish and what is left is handed back to the queues; the
-    lease is released either way, so live processes adopt what this one leaves."""
+    lease is released either way, so live processes adopt what this one leaves. The caller
+    exits the process next (see :meth:`Worker.drain`)."""
     import uvicorn
     from dbos import DBOS
 

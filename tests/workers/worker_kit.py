@@ -40,11 +40,13 @@ CREATE TABLE scaleout.intervals (
 class Proc:
     """A CLI subprocess whose stdout lines are collected as they come."""
 
-    def __init__(self, url: str, *args: str, work_seconds: float = WORK_SECONDS, env: dict[str, str] | None = None) -> None:
+    def __init__(self, url: str, *args: str, work_seconds: float = WORK_SECONDS, env: dict[str, str] | None = None,
+                 argv: list[str] | None = None) -> None:
+        """``helix-dbos ARGS`` (or ``argv``) in ``tests/scaleout``, on database ``url``."""
         full_env = {**os.environ, "HELIX_SCALEOUT_URL": url, "HELIX_SCALEOUT_WORK_SECONDS": str(work_seconds),
                     **(env or {})}
         self.popen = subprocess.Popen(
-            [sys.executable, "-c", CLI, *args], cwd=APP_DIR, env=full_env, text=True,
+            argv or [sys.executable, "-c", CLI, *args], cwd=APP_DIR, env=full_env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         self.lines: list[str] = []
