@@ -7,6 +7,7 @@ the CLI prints one clear line instead of a traceback::
     ├── DatabaseError               the database cannot be resolved, reached or migrated
     │   └── SchemaOutdatedError     the helix schema is older than this library: run `helix-dbos migrate`
     ├── ConfigurationError          DBOS and helix are set up in a way that cannot work
+    │   └── ExecutorIdInUseError    another live process holds this DBOS executor id's lease
     ├── AgentDefinitionError        an agent or tool definition is invalid (also a ValueError)
     ├── ToolInputError              a tool call's arguments do not validate (also a ValueError)
     ├── AgentNotRegisteredError     a run names an agent this process never registered
@@ -39,6 +40,11 @@ class SchemaOutdatedError(DatabaseError):
 
 class ConfigurationError(HelixError):
     """DBOS and helix are configured in a way that cannot work (say which, and how to fix it)."""
+
+
+class ExecutorIdInUseError(ConfigurationError):
+    """Another live process holds the worker lease of this DBOS executor id: give each
+    process its own id."""
 
 
 class AgentDefinitionError(HelixError, ValueError):

@@ -44,17 +44,13 @@ import psycopg
 
 from helix_dbos.client import dbos_internals
 from helix_dbos.database import libpq_url
-from helix_dbos.errors import ConfigurationError, DatabaseError
+from helix_dbos.errors import ConfigurationError, DatabaseError, ExecutorIdInUseError
 from helix_dbos.logs import EventLog
 from helix_dbos.store import workers as store
 from helix_dbos.store.transient import is_transient
 
 TTL_ENV = "HELIX_LEASE_TTL"
 RENEW_ENV = "HELIX_LEASE_RENEW"
-
-
-class ExecutorIdInUseError(ConfigurationError):
-    """Another live process holds the lease of this executor id."""
 
 
 def default_executor_id() -> str:
