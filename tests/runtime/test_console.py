@@ -176,6 +176,17 @@ def test_session_pages_list_filter_tree_and_controls(executor, ana):
     assert missing.status_code == 404 and "no session" in missing.text
 
 
+def test_the_workers_page_lists_this_process_as_live(executor, ana):
+    import os
+
+    from dbos import DBOS
+
+    page = ana.get("/console/workers")
+    assert page.status_code == 200, page.text
+    row = next(line for line in page.text.split("<tr>") if f"<td>{DBOS.executor_id}</td>" in line)
+    assert ">live<" in row and f"<td>{os.getpid()}</td>" in row, row
+
+
 def test_without_a_principal_the_console_answers_as_console(executor):
     sid, handle = waiting_refund(executor)
     serving = Serving(create_app(executor, allow_unauthenticated=True))

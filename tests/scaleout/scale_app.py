@@ -1,7 +1,8 @@
 """The app module the scale-out tests run ``helix-dbos worker --app scale_app:executor`` on.
 
 It creates DBOS and the executor and registers the agents, and does not launch (the
-worker does). The database URL comes from ``$HELIX_SCALEOUT_URL``.
+worker does). The database URL comes from ``$HELIX_SCALEOUT_URL``, the app's version
+from ``$HELIX_SCALEOUT_VERSION`` (default 1).
 
 ``scale-agent``: step 1 calls ``work`` (which records its (session, pid, start, end)
 interval in ``scaleout.intervals`` (the test creates it) and sleeps ``$HELIX_SCALEOUT_WORK_SECONDS``), step 2
@@ -111,6 +112,7 @@ chaos_agent = define_agent(name="chaos-agent", system_prompt="Work in steps.", t
                            max_steps=CHAOS_STEPS + 1)
 deadline_agent = define_agent(name="deadline-agent", system_prompt="Publish.", tools=[publish_soon], output_schema=Done)
 
-DBOS(config=dbos_config(URL, name="helix-scaleout", notification_listener_polling_interval_sec=0.01))
+DBOS(config=dbos_config(URL, name="helix-scaleout", version=os.environ.get("HELIX_SCALEOUT_VERSION", "1"),
+                        notification_listener_polling_interval_sec=0.01))
 executor = DBOSAgentExecutor(llm=MockLLMAdapter(responder=respond, delay_seconds=0.01), database_url=URL)
 executor.register(scale_agent, gated_agent, deadline_agent, chaos_agent)

@@ -219,3 +219,55 @@ def test_two_live_processes_never_share_an_executor_id(url: str, procs: list[Pro
     assert "executor id 'same' is held by a live process" in error and f"pid {first.pid}" in error, error
     with psycopg.connect(libpq_url(url)) as conn:
         assert conn.execute("SELECT pid FROM helix.workers WHERE executor_id = 'same'").fetchone()[0] == first.pid
+
+
+def test_runs_of_another_version_wait_for_a_worker_of_their_version(url: str, procs: list[Proc]):
+    """A worker adopts only its own application version's runs; `helix-dbos workers`
+    says what the dead one's runs wait for, and a worker of that version adopts them."""
+    short = {"HELIX_LEASE_TTL": "3"}
+    with RunEnqueuer(url) as enqueuer:
+        a = start_worker(url, concurrency=2, work_seconds=TOOL_SECONDS, env={**short, "HELIX_SCALEOUT_VERSION": "1"})
+        procs.append(a)
+        a_id = a.listening()
+        runs = [enqueuer.enqueue("scale-agent", f"v-{i}", session_id=f"v-{i}") for i in range(2)]
+        until(url, "SELECT count(*) FROM scaleout.intervals WHERE ended IS NULL AND pid = %s", (a.pid,),
+              lambda n: n == 2, "runs inside A's tool")
+        newer = start_worker(url, concurrency=2, work_seconds=TOOL_SECONDS, env={**short, "HELIX_SCALEOUT_VERSION": "2"})
+        procs.append(newer)
+        newer.listening()
+        a.kill()
+        until(url, "SELECT expires_at < now() FROM helix.workers WHERE executor_id = %s", (a_id,), bool, "A expired")
+        time.sleep(2)  # two of the newer worker's rounds
+        dead = {w["executor_id"]: w for w in workers_json(url)}[a_id]
+        assert dead["status"] == "dead" and dead["pending_runs"] == 2, dead
+        assert dead["note"] == f"its runs wait for a live worker of version {dead['application_version']}", dead
+        same = start_worker(url, concurrency=2, work_seconds=TOOL_SECONDS, env={**short, "HELIX_SCALEOUT_VERSION": "1"})
+        procs.append(same)
+        same_id = same.listening()
+        assert [enqueuer.result(run, timeout=45).status for run in runs] == ["completed"] * 2
+    assert {w["executor_id"]: w for w in workers_json(url)}[a_id]["adopted_by"] == same_id
+    assert not any(line.startswith("adopted ") for line in newer.lines), newer.lines
+
+
+def test_connection_blips_do_not_cost_a_worker_its_lease(url: str, procs: list[Proc]):
+    """The test database's backends terminated every 0.3 s for longer than the lease: the
+    lease thread reconnects and renews, nobody adopts the worker, and its runs complete."""
+    short = {"HELIX_LEASE_TTL": "3"}
+    with RunEnqueuer(url) as enqueuer:
+        a = start_worker(url, concurrency=4, env=short)
+        procs.append(a)
+        a_id = a.listening()
+        b = start_worker(url, concurrency=4, env=short)
+        procs.append(b)
+        b.listening()
+        runs = [enqueuer.enqueue("scale-agent", f"blip-{i}", session_id=f"blip-{i}") for i in range(8)]
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            ends = time.monotonic() + 6
+            while time.monotonic() < ends:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                             " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                time.sleep(0.3)
+        assert [enqueuer.result(run, timeout=60).status for run in runs] == ["completed"] * 8
+    states = {w["executor_id"]: w["status"] for w in workers_json(url)}
+    assert states[a_id] == "live" and a.popen.poll() is None, (states, a.lines, a.errors[-10:])
+    assert not any(line.startswith("adopted ") for line in a.lines + b.lines)

@@ -28,6 +28,7 @@ def create_console(executor: DBOSAgentExecutor, secret: bytes | None = None) -> 
         routes=[
             Route("/", pages.inbox, name="inbox"),
             Route("/sessions", pages.sessions, name="sessions"),
+            Route("/workers", pages.workers, name="workers"),
             Route("/sessions/{session_id:path}", pages.session, name="session"),
             Route("/events/{session_id:path}", pages.events, name="events"),
             Route("/answer", pages.answer, methods=["POST"], name="answer"),

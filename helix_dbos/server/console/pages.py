@@ -20,7 +20,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response, S
 from starlette.templating import Jinja2Templates
 
 from helix_dbos.answers import ApprovalResponse, ClientToolResult, ToolAnswer
-from helix_dbos.client import commands
+from helix_dbos.client import admin, commands
 from helix_dbos.client.executor import DBOSAgentExecutor
 from helix_dbos.errors import HelixError, InvalidToolResultError
 from helix_dbos.events import EVENT_TYPES
@@ -115,6 +115,12 @@ async def sessions(request: Request) -> Response:
             return reads.list_sessions(conn, limit=200, status=status)
 
     return render(request, "sessions.html", sessions=await run_in_threadpool(read), status=status, statuses=STATUSES)
+
+
+async def workers(request: Request) -> Response:
+    """Every process that runs agents, with its lease's status and its PENDING runs."""
+    found = await run_in_threadpool(admin.list_workers, _executor(request).database_url)
+    return render(request, "workers.html", workers=found)
 
 
 async def session(request: Request, error: str | None = None, entered: dict[str, str] | None = None) -> Response:
