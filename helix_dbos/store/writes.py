@@ -212,7 +212,7 @@ def record_tool_outcome(conn: sa.Connection, outcome: RecordedOutcome) -> None:
     conn.execute(
         sa.text(
             "INSERT INTO helix.tool_outcomes (session_id, step, tool_call_id, run, tool_name, call_digest, outcome)"
-            " VALUES (:session_id, :step, :tool_call_id, :run, :tool_name, :call_digest, CAST(:outcome AS jsonb))"
+            " VALUES (:session_id, :step, :tool_call_id, :run, :tool_name, :call_digest, CAST(:outcome AS json))"
             " ON CONFLICT DO NOTHING"
         ),
         {**outcome.model_dump(exclude={"outcome"}), "outcome": to_json(outcome.outcome)},

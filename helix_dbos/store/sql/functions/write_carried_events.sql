@@ -21,7 +21,11 @@ BEGIN
         PERFORM helix.insert_unwritten_events(snum, (carried->>'run')::integer,
                                               (carried->>'step')::integer, carried->'events');
     END IF;
-    NEW.output := (output - 'helix_events')::text;
+    -- json, not jsonb: the checkpoint keeps its keys in the order the step wrote them, so a
+    -- replayed tool result reads back exactly as the live one was (jsonb sorts keys).
+    NEW.output := (SELECT COALESCE(json_object_agg(e.key, e.value ORDER BY e.n), '{}'::json)::text
+                     FROM json_each(NEW.output::json) WITH ORDINALITY AS e(key, value, n)
+                    WHERE e.key <> 'helix_events');
     RETURN NEW;
 END;
 $$;
