@@ -81,7 +81,8 @@ def test_runs_survive_two_minutes_of_killed_and_drained_workers(url: str, procs:
             live.append(fresh_worker(url, procs))
 
         results = [enqueuer.result(run, timeout=180) for run in runs]
-    assert [r.status for r in results] == ["completed"] * SESSIONS
+    assert [r for r in results if r.status != "completed"] == [], "\n".join(
+        line for proc in procs for line in proc.errors if "rror" in line)[-5000:]
 
     for victim_id, victim in drained:
         assert victim.popen.wait(30) == 0, "\n".join(victim.errors[-20:])
