@@ -51,6 +51,46 @@ _NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 # ---------------------------------------------------------------------------------------
+# Markers: what a test needs, given by where it is and what it uses
+# ---------------------------------------------------------------------------------------
+
+MARKERS = {
+    "unit": "needs no database and starts no process (./scripts/test.sh -m unit)",
+    "db": "uses a real Postgres",
+    "process": "starts other processes (workers, CLIs, apps)",
+    "fault": "kills processes or connections, or restarts Postgres",
+    "browser": "drives a real headless Chromium",
+}
+_FAULT_DIRS = {"crash", "faults"}
+_PROCESS_DIRS = _FAULT_DIRS | {"workers"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, meaning in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {meaning}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test: ``fault`` and ``process`` by its directory, ``process`` also when its
+    module uses subprocesses, ``browser`` by its name, ``db`` when it depends on the
+    database fixtures, ``unit`` when it is none of these."""
+    for item in items:
+        directory = Path(str(item.fspath)).parent.name
+        module = getattr(item, "module", None)
+        marks = set()
+        if directory in _FAULT_DIRS:
+            marks.add("fault")
+        if directory in _PROCESS_DIRS or (module is not None and "subprocess" in vars(module)):
+            marks.add("process")
+        if "browser" in item.name:
+            marks.add("browser")
+        if "database_server_url" in getattr(item, "fixturenames", ()):
+            marks.add("db")
+        for mark in sorted(marks or {"unit"}):
+            item.add_marker(mark)
+
+
+# ---------------------------------------------------------------------------------------
 # Database
 # ---------------------------------------------------------------------------------------
 
