@@ -384,9 +384,9 @@ def _validate_tool(tool: Tool) -> None:
     if not isinstance(tool.name, str) or not TOOL_NAME_PATTERN.fullmatch(tool.name):
         fail("name must be 1-64 characters of letters, digits, '_' or '-'")
     if not _is_model_class(tool.input_schema):
-        fail("input_schema must be a pydantic model class")
+        fail("input_schema must be a pydantic model class of your own (a subclass of BaseModel)")
     if tool.output_schema is not None and not _is_model_class(tool.output_schema):
-        fail("output_schema must be a pydantic model class")
+        fail("output_schema must be a pydantic model class of your own (a subclass of BaseModel)")
     if tool.execute is None and tool.sub_agent is None and not tool.is_finish and not tool.companion:
         fail("execute is required: a function (input, ctx) -> output, or 'client'")
     if callable(tool.execute) and not _accepts_two_positional(tool.execute):
@@ -420,7 +420,9 @@ def is_positive_seconds(value: Any) -> bool:
 
 
 def _is_model_class(value: Any) -> bool:
-    return inspect.isclass(value) and issubclass(value, BaseModel)
+    """A pydantic model of your own: a subclass of ``BaseModel``, not ``BaseModel`` itself
+    (which has no schema)."""
+    return inspect.isclass(value) and issubclass(value, BaseModel) and value is not BaseModel
 
 
 def _accepts_two_positional(fn: Callable[..., Any]) -> bool:

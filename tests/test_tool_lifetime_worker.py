@@ -80,4 +80,4 @@ def test_a_worker_with_a_hung_tool_resumes_after_an_abort_and_exits_on_sigterm(m
         if worker.poll() is None:
             worker.kill()
         output = worker.communicate()[0]
-    assert "worker hung-1 stopping" in output, output
+    assert "worker hung-1 stopped" in output, output

@@ -257,6 +257,15 @@ def test_input_schema_must_be_a_model_class():
         define_tool("t", "d", {"type": "object"}, execute=search_execute)
 
 
+@pytest.mark.parametrize("execute", ["client", search_execute])
+def test_base_model_itself_is_refused_as_a_schema_when_defined(execute):
+    """BaseModel has no schema: refused when the tool is defined, not when the model is called."""
+    with pytest.raises(AgentDefinitionError, match="input_schema must be a pydantic model class of your own"):
+        define_tool("t", "d", BaseModel, execute)
+    with pytest.raises(AgentDefinitionError, match="output_schema must be a pydantic model class of your own"):
+        define_tool("t", "d", SearchInput, execute, output_schema=BaseModel)
+
+
 def test_valid_names_and_direct_construction_are_validated_too():
     assert (
         define_tool("get-weather_2", "d", SearchInput, execute=search_execute).name
