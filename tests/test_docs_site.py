@@ -40,12 +40,24 @@ def test_every_page_is_in_the_navigation() -> None:
     assert sorted(_nav_files(config["nav"])) == sorted(p.name for p in PAGES)
 
 
+def test_the_readme_is_short() -> None:
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 400
+
+
 def test_the_docs_tell_no_history() -> None:
     """No commit hashes, seed documents, machine sizes, issue or migration numbers."""
     banned = re.compile(
         r"(?<![-\w])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![-\w])"  # a commit hash
         r"|\bseed 0\d\d|\bseeds?/|-core machine|#\d{2,}\b|\bissue\b|store/sql/\d|\bversions? [12]\d\b"
     )
-    for page in OWN_PAGES:
+    for page in [ROOT / "README.md", *OWN_PAGES]:
         for number, line in enumerate(page.read_text().splitlines(), 1):
             assert not banned.search(line), f"{page.name}:{number}: {line}"
+
+
+def test_the_readme_links_to_pages_that_exist() -> None:
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\((?!https?://)([^)#]+)(?:#[^)]*)?\)", readme)
+    assert links and all((ROOT / link).is_file() for link in links), [link for link in links if not (ROOT / link).is_file()]
+    pages = {p.name for p in PAGES}
+    assert {Path(link).name for link in links if link.startswith("docs/")} == pages - {"index.md"}  # every page but the home page
