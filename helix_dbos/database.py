@@ -9,6 +9,7 @@ The first of these that is set wins:
    embedded Postgres (the ``embedded`` extra, pgserver) in ``./.helix/pgdata``, reused on
    the next start and stopped when the last process using it exits. Everywhere else no
    URL is an error: an operator command never answers from an empty database it made.
+   ``helix-dbos --embedded COMMAND`` runs any command on that embedded Postgres.
 
 DBOS's system tables (schema ``dbos``) and ours (schema ``helix``) share that database::
 
@@ -45,8 +46,16 @@ def resolve_database_url(database_url: str | None = None, *, allow_embedded: boo
         if value:
             return validate_url(value)
     if not allow_embedded:
-        raise DatabaseError("no database configured: pass --database-url URL or set HELIX_DATABASE_URL")
-    return start_embedded(Path(os.environ.get(EMBEDDED_DIR_VAR) or DEFAULT_EMBEDDED_DIR))
+        raise DatabaseError(
+            "no database configured: pass --database-url URL or set HELIX_DATABASE_URL"
+            " (or run helix-dbos --embedded COMMAND on the embedded Postgres that helix-dbos demo uses)"
+        )
+    return start_embedded(embedded_pgdata())
+
+
+def embedded_pgdata() -> Path:
+    """The embedded Postgres's directory: ``$HELIX_EMBEDDED_PGDATA``, else ``./.helix/pgdata``."""
+    return Path(os.environ.get(EMBEDDED_DIR_VAR) or DEFAULT_EMBEDDED_DIR)
 
 
 def validate_url(url: str) -> str:

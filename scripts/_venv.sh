@@ -1,5 +1,5 @@
 # Shared by scripts/*.sh (source it, don't run it): go to the repository root and make
-# sure .venv exists with helix-dbos installed editable with its dev, embedded and server extras.
+# sure .venv exists with helix-dbos installed editable with its dev, embedded, server and docs extras.
 #
 # The install runs only when pyproject.toml changed since the last one (the stamp file
 # records its hash), so a second run starts in well under a second. Set PYTHON to pick
@@ -9,7 +9,7 @@
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 _helix_venv_stamp=.venv/.helix-install-stamp
-_helix_venv_extras="dev,embedded,server"
+_helix_venv_extras="dev,embedded,server,docs"
 
 _helix_venv_wanted() {
     .venv/bin/python - "$_helix_venv_extras" <<'PY'

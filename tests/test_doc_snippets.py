@@ -23,6 +23,8 @@ DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_python_block_runs(document: Path, make_database: Callable[[], str], tmp_path: Path) -> None:
     count = len(snippets(document.read_text()))
+    if count == 0:
+        return  # a page without python blocks has nothing to run
     url = make_database()
     migrate(url)  # as `helix-dbos migrate` did for the reader
     env = {"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", "HOME": str(tmp_path),

@@ -1,9 +1,11 @@
 """The ``helix-dbos`` command: admin shell for agent sessions, migrations and the demo.
 
 Every command takes ``--database-url`` (else ``HELIX_DATABASE_URL``, else
-``DBOS_SYSTEM_DATABASE_URL``). Only ``demo`` starts an embedded Postgres when none is set,
-and only ``migrate`` changes the schema: the others check it and say what to run. Errors
-print one line to stderr and exit non-zero; ``--json`` prints machine-readable output.
+``DBOS_SYSTEM_DATABASE_URL``). Only ``demo`` starts an embedded Postgres when none is set;
+``helix-dbos --embedded COMMAND`` runs any command on it. Only ``migrate`` changes the
+schema: the others check it and say what to run. Errors print one line to stderr and exit
+non-zero; ``--json`` prints machine-readable output. ``worker``, ``recover`` and ``serve``
+log the ``helix_dbos`` logger's records (INFO and up, or ``$HELIX_LOG_LEVEL``) to stderr.
 
 Exit codes: 0 ok, 1 not found / not pending / failed, 2 usage.
 """
@@ -13,13 +15,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
+import os
+import shlex
+import shutil
 import sys
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, TypeVar
 
 import click
 
-from helix_dbos.database import check_connection, resolve_database_url
+from helix_dbos.database import check_connection, embedded_pgdata, resolve_database_url, start_embedded
 from helix_dbos.errors import HelixError
 from helix_dbos.events import compact as _compact
 
@@ -60,9 +66,53 @@ def connect_url(database_url: str | None) -> str:
     return resolve_database_url(database_url)
 
 
+EMBEDDED_MAY_CREATE = frozenset({"demo", "migrate", "worker", "recover", "serve"})
+"""The commands ``--embedded`` lets create the embedded Postgres; the others only read one."""
+LOGGING_COMMANDS = frozenset({"worker", "recover", "serve"})
+"""The commands that log to stderr (the library alone stays silent)."""
+LOG_LEVEL_VAR = "HELIX_LOG_LEVEL"
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def main() -> None:
+@click.option(
+    "--embedded", is_flag=True,
+    help="Run the command on the embedded Postgres that `helix-dbos demo` uses (./.helix/pgdata, or"
+         " $HELIX_EMBEDDED_PGDATA), started for the command's lifetime.",
+)
+@click.pass_context
+def main(ctx: click.Context, embedded: bool) -> None:
     """helix-dbos: durable AI agents on DBOS and Postgres."""
+    if ctx.invoked_subcommand in LOGGING_COMMANDS:
+        log_to_stderr()
+    if embedded:
+        use_embedded(ctx.invoked_subcommand)
+
+
+def use_embedded(command: str | None) -> None:
+    """Start the embedded Postgres for this process and make it the command's database
+    (``HELIX_DATABASE_URL``, which an app module a worker imports reads too)."""
+    pgdata = embedded_pgdata()
+    if command not in EMBEDDED_MAY_CREATE and not (pgdata / "PG_VERSION").is_file():
+        _fail(f"no embedded Postgres in {pgdata.resolve()}: run helix-dbos demo first, or run this command from the"
+              f" directory you ran it in (or set HELIX_EMBEDDED_PGDATA)")
+    try:
+        os.environ["HELIX_DATABASE_URL"] = start_embedded(pgdata)
+    except HelixError as exc:
+        _fail(str(exc))
+
+
+def log_to_stderr() -> None:
+    """Send the ``helix_dbos`` logger's records at ``$HELIX_LOG_LEVEL`` (default INFO) and
+    up to stderr, one line each: a worker's lifecycle, answers, failed runs."""
+    name = os.environ.get(LOG_LEVEL_VAR, "INFO").strip().upper()
+    level = logging.getLevelName(name)
+    if not isinstance(level, int):
+        _fail(f"{LOG_LEVEL_VAR}={name!r} is not a log level (DEBUG, INFO, WARNING, ERROR)", code=2)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("helix_dbos")
+    logger.addHandler(handler)
+    logger.setLevel(level)
 
 
 @main.command()
@@ -89,7 +139,8 @@ def migrate(database_url: str | None) -> None:
 @click.option("--question", default="Why do agent runs on DBOS survive crashes?", show_default=True)
 @helix_errors
 def demo(database_url: str | None, model: str | None, question: str) -> None:
-    """Run a research agent end to end and print every step; exit 1 unless it completed."""
+    """Run a research agent end to end and print every step, then the commands that show
+    its session; exit 1 unless it completed."""
     from helix_dbos.demo import describe, research_agent, scripted_research
     from helix_dbos.llm import LiteLLMAdapter, MockLLMAdapter
     from helix_dbos.client.launcher import launch_standalone, shutdown
@@ -111,8 +162,72 @@ def demo(database_url: str | None, model: str | None, question: str) -> None:
         click.echo(f"final state: {json.dumps(executor.get_session(handle.session_id).state)}")
     finally:
         shutdown()
+    for line in next_commands(handle.session_id, database_url):
+        click.echo(line)
     if result.status != "completed":
         sys.exit(EXIT_RUN_DID_NOT_COMPLETE)
+
+
+def next_commands(session_id: str, database_url: str | None) -> list[str]:
+    """What the demo prints last: the commands that show its session, written the way
+    they work from here (this program's path when it is not on PATH; ``--embedded`` when
+    the demo ran on the embedded Postgres)."""
+    ctx = click.get_current_context()
+    source = ctx.get_parameter_source("database_url")
+    embedded = bool(ctx.find_root().params.get("embedded"))
+    words = [*program(), *(["--embedded"] if embedded or database_url is None and not _configured() else [])]
+    flag = ["--database-url", database_url] if source is click.core.ParameterSource.COMMANDLINE and database_url else []
+    sid = shlex.quote(session_id)
+    prefix = shlex.join(words)
+    lines = ["", "Look at what the demo did:"]
+    lines += [f"  {prefix} {command}{' ' + shlex.join(flag) if flag else ''}"
+              for command in (f"show {sid}", f"tail {sid}", f"state {sid}", "sessions")]
+    if "--embedded" in words:
+        pgdata = embedded_pgdata()
+        where = f"Run them from {os.getcwd()}: " if not pgdata.is_absolute() else ""
+        lines.append(f"{where}--embedded starts the embedded Postgres in {pgdata} for each command.")
+    elif not flag:
+        lines.append("Run them with the same HELIX_DATABASE_URL (or DBOS_SYSTEM_DATABASE_URL) as the demo.")
+    if words[0] != "helix-dbos" and shutil.which("helix-dbos") is None:
+        venv = _venv()
+        lines.append("helix-dbos is not on your PATH here: call it as above"
+                     + (f", or activate its virtualenv first (source {shlex.quote(venv)}/bin/activate)." if venv else "."))
+    return lines
+
+
+def _configured() -> bool:
+    return any(os.environ.get(var) for var in ("HELIX_DATABASE_URL", "DBOS_SYSTEM_DATABASE_URL"))
+
+
+def program() -> list[str]:
+    """How to start this program again from the current directory: ``helix-dbos`` when
+    that name on PATH is this program, else its path, or ``PYTHON -m helix_dbos``."""
+    script = os.path.abspath(sys.argv[0])
+    if os.path.basename(script) == "__main__.py":
+        python = sys.executable
+        for name in ("python3", "python"):
+            found = shutil.which(name)
+            if found and os.path.abspath(found) == os.path.abspath(python):
+                python = name
+                break
+        else:
+            python = _here(python)
+        return [python, "-m", "helix_dbos"]
+    found = shutil.which("helix-dbos")
+    if found and os.path.abspath(found) == script:
+        return ["helix-dbos"]
+    return [_here(script)]
+
+
+def _here(path: str) -> str:
+    """``path`` relative to the current directory when it is below it, else absolute."""
+    relative = os.path.relpath(path)
+    return relative if not relative.startswith("..") else os.path.abspath(path)
+
+
+def _venv() -> str | None:
+    """The virtualenv this program runs in (relative when below the current directory)."""
+    return _here(sys.prefix) if sys.prefix != getattr(sys, "base_prefix", sys.prefix) else None
 
 
 # --- operator commands ----------------------------------------------------------------------

@@ -67,11 +67,14 @@ async def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
         scope = RunScope(agent, req, first_execution=runtime.first_execution(req.workflow_id))
         result = await AgentLoop(scope).run(start)
     except Exception as exc:  # DBOS's cancellation is a BaseException and passes through
-        runtime.log.error("run.failed", session_id=req.session_id, run=req.run, exc_info=True)  # a bug: shown
         error = storable(f"{type(exc).__name__}: {exc}")
+        runtime.log.error("run.failed", session_id=req.session_id, run=req.run, error=error, exc_info=True)  # a bug: shown
         await live_events_written()  # the step's events before the run's error
         await asyncio.to_thread(runtime.fail_run, req, error)
         result = AgentResult(session_id=req.session_id, status="failed", error=error, stop_reason="error")
+    else:
+        if isinstance(result, AgentResult) and result.status == "failed":  # the model failed, or the budget ran out
+            runtime.log.error("run.failed", session_id=req.session_id, run=req.run, error=result.error)
     if isinstance(result, ParkedStep):
         return await _park(req, result)
     return result.model_dump(mode="json")
