@@ -1,4 +1,5 @@
-"""A FastAPI + DBOS app that serves helix agents over HTTP next to its own routes.
+"""A FastAPI + DBOS app that serves helix agents over HTTP next to its own routes
+(``pip install -e ".[examples]"`` installs what it needs).
 
     HELIX_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/app HELIX_EXAMPLE_TOKEN=s3cret \\
         uvicorn fastapi_app:app --app-dir examples --port 8000

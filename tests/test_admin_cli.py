@@ -183,6 +183,7 @@ def test_the_cli_imports_neither_dbos_nor_litellm_nor_agents_to_start() -> None:
         ["state", "s1", "--at-step", "-1"],
         ["fork", "s1"],  # --from-step is required
         ["sessions", "--limit", "0"],
+        ["sessions", "--status", "bogus"],  # says which statuses there are, and lists nothing
         ["tail", "s1", "--from-seq", "x"],
         ["no-such-command"],
     ],
@@ -190,6 +191,8 @@ def test_the_cli_imports_neither_dbos_nor_litellm_nor_agents_to_start() -> None:
 def test_bad_usage_exits_2(args: list[str]) -> None:
     proc = run_cli("postgresql://nobody@127.0.0.1:1/none", *args, expect=2)
     assert "Usage:" in proc.stderr or "Error:" in proc.stderr
+    if "bogus" in args:
+        assert "awaiting_approval" in proc.stderr and proc.stdout == ""
 
 
 def test_unknown_sessions_exit_1_with_one_line(url: str) -> None:
@@ -263,9 +266,9 @@ def test_pending_show_sessions_and_state_while_a_run_waits(executor: Any, url: s
     assert "there is no step 3" in run_cli(url, "state", sid, "--at-step", "3", expect=1).stderr
 
     listed_sessions = json.loads(run_cli(url, "sessions", "--status", "awaiting_approval", "--limit", "500", "--json").stdout)
-    assert sid in [s["id"] for s in listed_sessions]
+    assert sid in [s["session_id"] for s in listed_sessions] and "id" not in listed_sessions[0]
     assert {s["status"] for s in listed_sessions} == {"awaiting_approval"}
-    assert set(listed_sessions[0]) >= {"id", "agent_name", "status", "step_count", "run_count", "updated_at"}
+    assert set(listed_sessions[0]) >= {"session_id", "agent_name", "status", "step_count", "run_count", "updated_at"}
     assert len(json.loads(run_cli(url, "sessions", "--limit", "1", "--json").stdout)) == 1
     assert sid in run_cli(url, "sessions", "--limit", "500").stdout
 

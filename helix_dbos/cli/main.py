@@ -28,6 +28,7 @@ import click
 from helix_dbos.database import check_connection, embedded_pgdata, resolve_database_url, start_embedded
 from helix_dbos.errors import HelixError
 from helix_dbos.events import compact as _compact
+from helix_dbos.types import SessionStatus
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -382,15 +383,18 @@ def submit(
 
 @main.command()
 @database_url_option
-@click.option("--status", default=None, help="Only sessions with this status (active, awaiting_approval, ...).")
+@click.option("--status", default=None, type=click.Choice([s.value for s in SessionStatus]),
+              help="Only sessions with this status.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1), help="At most this many.")
 @json_option
 @operator_errors
 def sessions(database_url: str | None, status: str | None, limit: int, as_json: bool) -> None:
-    """List sessions, most recently updated first."""
+    """List sessions, most recently updated first (``--json``: each with ``session_id``, as
+    every other command names it)."""
     found = _admin().list_sessions(connect_url(database_url), limit=limit, status=status)
     if as_json:
-        _print_json([s.model_dump(mode="json", exclude={"messages", "state", "pending"}) for s in found])
+        _print_json([{"session_id": s.id, **s.model_dump(mode="json", exclude={"id", "messages", "state", "pending"})}
+                     for s in found])
     elif not found:
         click.echo("no sessions")
     else:

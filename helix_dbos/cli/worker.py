@@ -124,7 +124,7 @@ def recover_command(app: str, queue: str, dead: tuple[str, ...], executor_id: st
               help="On SIGTERM, seconds running runs get to finish before they are handed back.")
 def serve_command(app: str, auth: str | None, allow_unauthenticated: bool, host: str, port: int, worker: bool,
                   queue: str, executor_id: str | None, drain_timeout: float) -> None:
-    """Serve the agents over HTTP (seed 004's routes) until SIGTERM/SIGINT."""
+    """Serve the agents over HTTP (the executor routes and the console) until SIGTERM/SIGINT, then drain."""
     from helix_dbos.server.serve import serve as serve_agents
 
     try:
