@@ -86,8 +86,6 @@ async def _deliver(
 ) -> dict[str, Any] | str:
     """Start the companion's next run with ``message`` (after its run in progress stopped);
     a blocking companion's result, or that it started."""
-    from helix_dbos.durable.workflow import agent_run_workflow  # the workflow runs this module
-
     runtime = current_runtime()
     delivery = Delivery.model_validate(await asyncio.to_thread(
         runtime.companions.deliver, scope.agent.name, scope.session_id, scope.root_session_id, agent_type, name
@@ -103,7 +101,7 @@ async def _deliver(
     )
     await live_events_written()  # the parent's events before the child's
     with SetWorkflowID(request.workflow_id):
-        handle = await DBOS.start_workflow_async(agent_run_workflow, request.model_dump(mode="json"))
+        handle = await DBOS.start_workflow_async(scope.run_workflow, request.model_dump(mode="json"))
     started = {"name": delivery.name, "sessionId": delivery.session_id}
     if delivery.mode == "non-blocking":
         return {**started, "status": "started"}

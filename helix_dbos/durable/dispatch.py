@@ -50,8 +50,6 @@ async def run_children(
     call ids)`` fires before the first starts, ``on_agent_resumed("awaiting_children")``
     after the last ended (seed 004), with the pre-step state.
     """
-    from helix_dbos.durable.workflow import agent_run_workflow  # the workflow runs this module
-
     results: list[ToolResultMessage] = []
     dispatched: list[tuple[ParsedSubAgentCall, RunRequest]] = []
     remote: list[tuple[ParsedSubAgentCall, RemoteSubAgentSpec]] = []
@@ -85,7 +83,7 @@ async def run_children(
         events.publish([(f"child_start:{call.id}", start)])
         await live_events_written()  # the parent's events before the child's, relayed
         with SetWorkflowID(run_workflow_id(request.session_id, 1)):
-            handle = await DBOS.start_workflow_async(agent_run_workflow, request.model_dump(mode="json"))
+            handle = await DBOS.start_workflow_async(scope.run_workflow, request.model_dump(mode="json"))
         running.append((call, request, handle))
     for item in running:
         results.append(await _finish_child(item, events))

@@ -4,6 +4,7 @@ step writes: messages, events and usage. No I/O here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from helix_dbos.agents import AgentConfig
@@ -25,6 +26,9 @@ from helix_dbos.types import (
 )
 
 
+RunWorkflow = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""A run's workflow function: takes a ``RunRequest`` as JSON, returns the run's result."""
+
 WAITING_READ_ONLY = "on_agent_suspended and on_agent_resumed observe a step while it waits, before it commits"
 
 
@@ -34,6 +38,9 @@ class RunScope:
 
     agent: AgentConfig
     request: RunRequest
+    run_workflow: RunWorkflow
+    """The workflow that runs a run (``helix_agent_run``): a sub-agent's or a companion's
+    run is started as one, a child of this run's workflow."""
     first_execution: bool = False
     """This execution of the run's workflow is its first (not a recovery, not a resume):
     none of its steps ran before (``AgentRuntime.first_execution``)."""

@@ -64,7 +64,7 @@ async def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
     if start.refused is not None:
         return _ended(req, "failed" if req.parked is None else "aborted", start.refused)
     try:
-        scope = RunScope(agent, req, first_execution=runtime.first_execution(req.workflow_id))
+        scope = RunScope(agent, req, agent_run_workflow, first_execution=runtime.first_execution(req.workflow_id))
         result = await AgentLoop(scope).run(start)
     except Exception as exc:  # DBOS's cancellation is a BaseException and passes through
         error = storable(f"{type(exc).__name__}: {exc}")
