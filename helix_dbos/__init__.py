@@ -83,6 +83,7 @@ _EXPORTS: dict[str, str] = {
     "ConfigurationError": "helix_dbos.errors",
     "ExecutorIdInUseError": "helix_dbos.errors",
     "DatabaseError": "helix_dbos.errors",
+    "DatabaseUnavailableError": "helix_dbos.errors",
     "HelixError": "helix_dbos.errors",
     "InvalidLastEventIdError": "helix_dbos.errors",
     "InvalidToolResultError": "helix_dbos.errors",

@@ -5,7 +5,8 @@ the CLI prints one clear line instead of a traceback::
 
     HelixError
     ├── DatabaseError               the database cannot be resolved, reached or migrated
-    │   └── SchemaOutdatedError     the helix schema is older than this library: run `helix-dbos migrate`
+    │   ├── SchemaOutdatedError     the helix schema is older than this library: run `helix-dbos migrate`
+    │   └── DatabaseUnavailableError  connections kept failing through every retry of a call
     ├── ConfigurationError          DBOS and helix are set up in a way that cannot work
     │   └── ExecutorIdInUseError    another live process holds this DBOS executor id's lease
     ├── AgentDefinitionError        an agent or tool definition is invalid (also a ValueError)
@@ -36,6 +37,15 @@ class DatabaseError(HelixError):
 
 class SchemaOutdatedError(DatabaseError):
     """The database's helix schema is missing or older than this library expects."""
+
+
+class DatabaseUnavailableError(DatabaseError):
+    """Connections to the database kept failing (killed, refused, the server restarting)
+    through every retry of a call; the message says what the call was doing.
+
+    An answer is then recorded with its delivery or not at all: send it again (a recorded
+    one comes back ``already_answered``). A start may have started its run: look at the
+    session before starting another."""
 
 
 class ConfigurationError(HelixError):

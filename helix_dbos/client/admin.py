@@ -18,6 +18,12 @@ over these::
 Every function raises a :class:`~helix_dbos.errors.HelixError` with a message that says
 what to do: no such session, not pending, an invalid result, a schema that needs
 ``helix-dbos migrate``. None of them migrates or starts a database.
+
+Each call first connects and checks the schema, and fails at once with a
+:class:`~helix_dbos.errors.DatabaseError` when that fails. Past that check, answering,
+resuming and moving a run retry a lost connection (the commands in ``client/commands.py``
+do), and raise :class:`~helix_dbos.errors.DatabaseUnavailableError` when the database
+stays unreachable.
 """
 
 from __future__ import annotations

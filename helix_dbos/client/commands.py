@@ -7,15 +7,24 @@ Each takes an engine on the helix database and, when it must reach a workflow, a
 
     request = plan_run(engine, "researcher", "What is DBOS?")
     outcome = answer(engine, LocalWorkflows(), "s1", ApprovalResponse(tool_call_id="t1", approved=True))
+
+Planning, starting, resuming and answering survive a lost connection: their reads are run
+again on a new connection, a start and an answer recognize their own earlier attempt
+(:func:`start_run`, :func:`answer`), and a database that stays unreachable ends the call
+with :class:`~helix_dbos.errors.DatabaseUnavailableError`, never the driver's error.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, TypeVar
 
 import jsonschema
 import sqlalchemy as sa
+from dbos import error as dbos_errors
 from pydantic import BaseModel, Field
 
 from helix_dbos import ids
@@ -42,8 +51,11 @@ from helix_dbos.store.records import (
     UsageSummary,
 )
 from helix_dbos.store.retention import Cutoff
+from helix_dbos.store.transient import retry_or_unavailable
 from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
+
+T = TypeVar("T")
 
 RESUMABLE_WORKFLOW_STATUSES = ("CANCELLED", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 """DBOS workflow statuses that :func:`resume_workflow` restarts where they stopped."""
@@ -125,8 +137,7 @@ def plan_run(
     user_text = input_text(input) if kind == "execute" else None
     require_storable("input", user_text)
     session_id = session_id or ids.new_session_id()
-    with engine.connect() as conn:
-        row = reads.get_session_row(conn, session_id)
+    row = retried_read(engine, lambda conn: reads.get_session_row(conn, session_id), f"reading session {session_id!r}")
     if row is None and kind == "resume":
         raise SessionNotFoundError(f"no session {session_id!r}")
     if row is not None:
@@ -153,6 +164,42 @@ def busy(request: RunRequest) -> SessionBusyError:
     )
 
 
+def start_run(workflows: Workflows, request: RunRequest, start: Callable[[], T]) -> T | None:
+    """``start()``: start or enqueue the request's workflow, refusing a workflow id that is
+    taken (DBOS's ``"reject"`` policy); run again after a connection fault.
+
+    A taken id or session means another caller started the session's run:
+    :class:`SessionBusyError`. Only after a failed attempt, when the workflow holding the
+    id was started with exactly ``request``, it is that attempt's own start whose answer
+    was lost: None, and the caller hands out a handle on that workflow.
+    """
+    attempts = 0
+
+    def attempt() -> T | None:
+        nonlocal attempts
+        attempts += 1
+        try:
+            return start()
+        except (dbos_errors.DBOSWorkflowIDInUseError, dbos_errors.DBOSQueueDeduplicatedError):
+            if attempts > 1 and workflows.run_request(request.workflow_id) == request:
+                return None
+            raise busy(request) from None
+
+    return retry_or_unavailable(attempt, f"starting run {request.run} of session {request.session_id!r}")
+
+
+def retried_read(engine: sa.Engine, fn: Callable[[sa.Connection], T], what: str) -> T:
+    """``fn(conn)`` on a connection of ``engine``, run again on a new connection after a
+    connection fault (a read is safe to repeat); ``what`` names it in the
+    :class:`~helix_dbos.errors.DatabaseUnavailableError` of a database that stays unreachable."""
+
+    def once() -> T:
+        with engine.connect() as conn:
+            return fn(conn)
+
+    return retry_or_unavailable(once, what)
+
+
 # --- answering gated calls -------------------------------------------------------------------
 
 
@@ -170,53 +217,108 @@ def answer(
     (text Postgres cannot store, in any field: nothing is recorded); a repeated answer
     returns ``status="already_answered"`` and changes nothing. ``log`` gets the events
     ``client_tool.submitted`` and ``client_tool.validation_failed``.
+
+    A lost connection is retried; an attempt whose commit went through although its
+    connection broke is recognized by the next one, which returns ``accepted`` (see
+    :class:`_AnswerRecording`). A database that stays unreachable raises
+    :class:`~helix_dbos.errors.DatabaseUnavailableError`.
     """
     log = log or EventLog()
     require_storable("session_id", session_id)
-    for field, value in response.model_dump(mode="json").items():
-        require_storable(field, value)
+    for name, value in response.model_dump(mode="json").items():
+        require_storable(name, value)
     kind = "approval" if isinstance(response, ApprovalResponse) else "client"
     call_id = response.tool_call_id
-    with engine.connect() as conn:
-        if reads.get_session_row(conn, session_id) is None:
-            raise SessionNotFoundError(f"no session {session_id!r}")
-        pending = reads.get_pending_call(conn, session_id, call_id) or reads.find_pending_under_root(
-            conn, session_id, call_id
-        )
+    pending = retried_read(
+        engine, lambda conn: _call_to_answer(conn, session_id, call_id), f"reading session {session_id!r}"
+    )
     unknown = ToolCallNotPendingError(f"session {session_id!r} has no tool call {call_id!r} waiting for an answer")
     if pending is None:
         raise unknown
-    session_id = pending.session_id
     if pending.kind != kind:
         wanted = "an approval" if pending.kind == "approval" else "a client result"
         raise ToolCallNotPendingError(f"tool call {call_id!r} ({pending.tool_name}) waits for {wanted}, not this")
     message = {"kind": kind, **response.model_dump(mode="json")}
-    with engine.begin() as conn:
-        # The deadline check, the audit row and the message that delivers it are one
-        # transaction under the call's row lock: all of them, or none.
-        window = writes.lock_call_for_answer(conn, session_id, call_id)
-        if window is None:
-            raise unknown
-        if window.answered:
-            return SubmitOutcome(session_id=session_id, tool_call_id=call_id, status="already_answered")
-        refusal = _refusal(pending, window)
-        if refusal is not None:
-            raise ToolCallNotPendingError(refusal)
-        if isinstance(response, ClientToolResult):
-            _validate_client_result(response, pending, log)
-        accepted = writes.record_answer(conn, session_id, call_id, kind, message, answered_at=window.now)
-        if accepted and reads.workflow_exists(conn, pending.workflow_id):
-            # Before its waiter exists (the run still runs the step's other calls), the
-            # recorded answer is all it takes: the waiter's first look finds it.
-            key = f"helix:{session_id}:{call_id}"
-            workflows.send(conn, pending.workflow_id, message, answer_topic(pending.step), key)
-    if accepted:
+    recording = _AnswerRecording(engine, workflows, pending, response, message, unknown, log)
+    answered_at = retry_or_unavailable(recording.attempt, f"answering tool call {call_id!r} of session {session_id!r}")
+    if answered_at is not None:
         log.info(
-            "client_tool.submitted", session_id=session_id, tool_call_id=call_id, tool_name=pending.tool_name,
-            kind=kind, wait_ms=round((window.now - pending.requested_at).total_seconds() * 1000),
+            "client_tool.submitted", session_id=pending.session_id, tool_call_id=call_id, tool_name=pending.tool_name,
+            kind=kind, wait_ms=round((answered_at - pending.requested_at).total_seconds() * 1000),
         )
-    status: Literal["accepted", "already_answered"] = "accepted" if accepted else "already_answered"
-    return SubmitOutcome(session_id=session_id, tool_call_id=call_id, status=status)
+    status: Literal["accepted", "already_answered"] = "accepted" if answered_at is not None else "already_answered"
+    return SubmitOutcome(session_id=pending.session_id, tool_call_id=call_id, status=status)
+
+
+def _call_to_answer(conn: sa.Connection, session_id: str, call_id: str) -> PendingToolCall | None:
+    """The gated call ``call_id`` of the session or of a sub-agent under it (None: no such
+    call); :class:`SessionNotFoundError` for no such session."""
+    if reads.get_session_row(conn, session_id) is None:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    return reads.get_pending_call(conn, session_id, call_id) or reads.find_pending_under_root(conn, session_id, call_id)
+
+
+@dataclass
+class _AnswerRecording:
+    """Records and delivers one answer, one transaction per :meth:`attempt`.
+
+    A commit whose connection breaks may still have gone through. Each attempt that
+    reaches its commit notes the ``answered_at`` it writes, read under the call's row lock
+    (the statement's time, to the microsecond). An attempt that finds the call answered
+    with one of those times and this very message finds its own earlier commit, and
+    reports it as taken rather than as ``already_answered``.
+    """
+
+    engine: sa.Engine
+    workflows: Workflows
+    pending: PendingToolCall
+    response: ToolAnswer
+    message: dict[str, Any]
+    unknown: ToolCallNotPendingError
+    log: EventLog
+    committing: list[datetime] = field(default_factory=list)
+    """The ``answered_at`` of every attempt that reached its commit."""
+
+    def attempt(self) -> datetime | None:
+        """Record the answer and send it to the run; when it was taken (by this call, in
+        this attempt or an earlier one), or None when an earlier answer stands."""
+        session_id, call_id = self.pending.session_id, self.pending.tool_call_id
+        with self.engine.begin() as conn:
+            # The deadline check, the audit row and the message that delivers it are one
+            # transaction under the call's row lock: all of them, or none.
+            window = writes.lock_call_for_answer(conn, session_id, call_id)
+            if window is None:
+                raise self.unknown
+            if window.answered:
+                return self._own_answer(conn)
+            refusal = _refusal(self.pending, window)
+            if refusal is not None:
+                raise ToolCallNotPendingError(refusal)
+            if isinstance(self.response, ClientToolResult):
+                _validate_client_result(self.response, self.pending, self.log)
+            kind = self.message["kind"]
+            if not writes.record_answer(conn, session_id, call_id, kind, self.message, answered_at=window.now):
+                return None
+            if reads.workflow_exists(conn, self.pending.workflow_id):
+                # Before its waiter exists (the run still runs the step's other calls), the
+                # recorded answer is all it takes: the waiter's first look finds it.
+                key = f"helix:{session_id}:{call_id}"
+                self.workflows.send(conn, self.pending.workflow_id, self.message, answer_topic(self.pending.step), key)
+            self.committing.append(window.now)  # past this line only the commit can fail
+        return window.now
+
+    def _own_answer(self, conn: sa.Connection) -> datetime | None:
+        """The recorded answer's ``answered_at`` when an earlier attempt of this call
+        committed it, else None."""
+        if not self.committing:
+            return None
+        recorded = next(
+            (a for a in reads.answers(conn, self.pending.session_id) if a.tool_call_id == self.pending.tool_call_id),
+            None,
+        )
+        if recorded is None or recorded.answered_at not in self.committing or recorded.answer != self.message:
+            return None
+        return recorded.answered_at
 
 
 def _refusal(pending: PendingToolCall, window: AnswerWindow) -> str | None:
@@ -297,9 +399,7 @@ def resumes_in_place(engine: sa.Engine, workflows: Workflows, session_id: str) -
     checkpointed calls, and so the outcomes its tools recorded (``helix.tool_outcomes``):
     a tool that finished after the abort is not run again, whatever the model would say
     if asked anew."""
-    with engine.connect() as conn:
-        row = require_session(conn, session_id)
-        workflow_id = reads.run_workflow(conn, session_id, row.run_count)
+    row, workflow_id = _latest_run(engine, session_id)
     if row.status != SessionStatus.ABORTED or workflow_id is None:
         return False
     return workflows.status(workflow_id) == "CANCELLED"
@@ -310,16 +410,25 @@ def resume_workflow(engine: sa.Engine, workflows: Workflows, session_id: str) ->
     cancelled it or it ended in an error. The run becomes active again (or waits again for
     its pending calls): DBOS's status change does that, through helix's trigger
     (store/sql/004), exactly as when ``dbos workflow resume`` does it."""
-    with engine.connect() as conn:
-        row = require_session(conn, session_id)
-        workflow_id = reads.run_workflow(conn, session_id, row.run_count)
+    row, workflow_id = _latest_run(engine, session_id)
     workflow_status = workflows.status(workflow_id) if workflow_id else None
     if workflow_id is None or workflow_status not in RESUMABLE_WORKFLOW_STATUSES:
         raise HelixError(_not_resumable(row, workflow_status))
     workflows.resume(workflow_id)
-    with engine.connect() as conn:
-        status = require_session(conn, session_id).status
+    status = retried_read(
+        engine, lambda conn: require_session(conn, session_id).status, f"reading session {session_id!r}"
+    )
     return RunControl(session_id=session_id, run=row.run_count, workflow_id=workflow_id, status=status, changed=True)
+
+
+def _latest_run(engine: sa.Engine, session_id: str) -> tuple[SessionRecord, str | None]:
+    """The session's row and the workflow that holds its latest run (None: no run yet)."""
+
+    def latest(conn: sa.Connection) -> tuple[SessionRecord, str | None]:
+        row = require_session(conn, session_id)
+        return row, reads.run_workflow(conn, session_id, row.run_count)
+
+    return retried_read(engine, latest, f"reading session {session_id!r}")
 
 
 def _not_resumable(row: SessionRecord, workflow_status: str | None) -> str:
@@ -349,9 +458,10 @@ def move_to_version(
     (a tool in flight, an answer not yet committed) is done again."""
     require_storable("version", version)
     require_storable("queue", queue)
-    with engine.connect() as conn:
-        row = require_session(conn, session_id)
-        runs = reads.list_runs(conn, session_id)
+    row, runs = retried_read(
+        engine, lambda conn: (require_session(conn, session_id), reads.list_runs(conn, session_id)),
+        f"reading session {session_id!r}",
+    )
     current = runs[-1] if runs else None
     if row.status not in ACTIVE_STATUSES or current is None or current.workflow_status not in ("PENDING", "ENQUEUED"):
         raise HelixError(f"session {session_id!r} has no run waiting to be recovered (status {row.status})")
@@ -360,7 +470,9 @@ def move_to_version(
     workflows.cancel(current.workflow_id)  # helix's trigger ends the run, aborted
     request = plan_run(engine, row.agent_name, session_id=session_id, kind="resume")
     workflow_id = run_workflow_id(session_id, request.run)
-    workflows.enqueue(request, workflow_id, queue, None, app_version=version, application_name=current.application_name)
+    start_run(workflows, request, lambda: workflows.enqueue(
+        request, workflow_id, queue, None, app_version=version, application_name=current.application_name
+    ))
     return RunControl(session_id=session_id, run=request.run, workflow_id=workflow_id, status=SessionStatus.ACTIVE,
                       changed=True)
 

@@ -23,7 +23,6 @@ from concurrent.futures import Future
 from typing import Any, Literal
 
 from dbos import DBOS, DBOSPortableJSONSerializer, SetWorkflowID, SQLAlchemyDatasource
-from dbos import error as dbos_errors
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos.answers import SubmitOutcome, ToolAnswer
@@ -138,6 +137,11 @@ class DBOSAgentExecutor:
         DBOS queue and any worker listening on it runs it (see client/queues.py);
         ``priority`` orders queued runs (lower runs first).
 
+        A connection lost while starting is retried, and a start whose answer was lost
+        hands out the run it started (``commands.start_run``); a database that stays
+        unreachable raises :class:`~helix_dbos.errors.DatabaseUnavailableError`, never a
+        driver error.
+
         Called in your own DBOS workflow, the run is a durable child of it: planning the
         run is a checkpointed step, the run's workflow a child workflow, and the session
         id, when you give none, is derived from your workflow's id and that step, so a
@@ -159,6 +163,7 @@ class DBOSAgentExecutor:
         An interrupted or failed session gets a new run from its last committed step. An
         aborted one continues its own run (DBOS resumes the cancelled workflow), so a tool
         that finished after the abort is not run again (``commands.resumes_in_place``).
+        Connection faults are handled as in :meth:`execute`.
         """
         config = self._registered(agent)
         if _in_workflow_code():
@@ -166,7 +171,7 @@ class DBOSAgentExecutor:
             return self._start(RunRequest.model_validate(plan))
         if commands.resumes_in_place(self.engine, self._workflows, session_id):
             control = commands.resume_workflow(self.engine, self._workflows, session_id)
-            return self.handle(session_id, control.run)
+            return AgentHandle(session_id, control.run, run_workflow_id(session_id, control.run))
         return self._start(commands.plan_run(self.engine, config.name, session_id=session_id, kind="resume"))
 
     def handle(self, session_id: str, run: int | None = None) -> AgentHandle:
@@ -180,22 +185,26 @@ class DBOSAgentExecutor:
 
     def _start(self, request: RunRequest, queue: str | None = None, priority: int | None = None) -> AgentHandle:
         workflow_id = run_workflow_id(request.session_id, request.run)
-        try:
-            if queue is not None:
-                started = self._workflows.enqueue(request, workflow_id, queue, priority)
-            else:
-                # "reject": a caller that raced another one to this run number must not get
-                # the other caller's run (its own input would be dropped without a word).
-                with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"):
-                    started = DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
-        except (dbos_errors.DBOSWorkflowIDInUseError, dbos_errors.DBOSQueueDeduplicatedError):
-            raise commands.busy(request) from None
+        started = commands.start_run(
+            self._workflows, request, lambda: self._start_workflow(request, workflow_id, queue, priority)
+        )
+        if started is None:  # an earlier attempt started it
+            started = DBOS.retrieve_workflow(workflow_id, existing_workflow=False)
         # A run this process executes: result() waits on its task instead of polling the database.
         future = getattr(started, "future", None)
         return AgentHandle(
             request.session_id, request.run, workflow_id, _future=future if isinstance(future, Future) else None,
             _workflow=started if DBOS.workflow_id is not None else None,
         )
+
+    def _start_workflow(self, request: RunRequest, workflow_id: str, queue: str | None, priority: int | None) -> Any:
+        """Start (or, with ``queue``, enqueue) the run's workflow; DBOS's handle on it."""
+        if queue is not None:
+            return self._workflows.enqueue(request, workflow_id, queue, priority)
+        # "reject": a caller that raced another one to this run number must not get
+        # the other caller's run (its own input would be dropped without a word).
+        with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"):
+            return DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
 
     # --- controlling runs from any process ---------------------------------------------------
 
@@ -214,7 +223,10 @@ class DBOSAgentExecutor:
         Raises :class:`SessionNotFoundError`, :class:`ToolCallNotPendingError` (unknown call,
         a call that timed out or was cancelled with its run, or an answer of the wrong
         kind) or :class:`InvalidToolResultError`; a repeated answer returns
-        ``status="already_answered"`` and changes nothing.
+        ``status="already_answered"`` and changes nothing. A connection lost while
+        answering is retried, and an answer whose commit went through before its
+        connection broke returns ``accepted``; a database that stays unreachable raises
+        :class:`~helix_dbos.errors.DatabaseUnavailableError`.
         """
         return commands.answer(self.engine, self._workflows, session_id, answer, log=self.runtime.log)
 

@@ -183,18 +183,22 @@ class RunEnqueuer:
         priority: int | None = None,
         queue: str | None = None,
     ) -> EnqueuedRun:
-        """Enqueue a new run of a session (a new session when ``session_id`` is None)."""
-        from dbos import error as dbos_errors
+        """Enqueue a new run of a session (a new session when ``session_id`` is None).
 
+        Raises :class:`~helix_dbos.errors.SessionBusyError` when the session has a run
+        queued or in progress. A connection lost while enqueueing is retried, and an
+        enqueue whose answer was lost returns the run it enqueued (``commands.start_run``);
+        a database that stays unreachable raises
+        :class:`~helix_dbos.errors.DatabaseUnavailableError`, never a driver error.
+        """
         from helix_dbos.client import commands
         from helix_dbos.durable.requests import run_workflow_id
 
         request = commands.plan_run(self.engine, agent_name, input, session_id)
         workflow_id = run_workflow_id(request.session_id, request.run)
-        try:
-            self.workflows.enqueue(request, workflow_id, queue or self.queue, priority, app_version=self.app_version)
-        except (dbos_errors.DBOSWorkflowIDInUseError, dbos_errors.DBOSQueueDeduplicatedError):
-            raise commands.busy(request) from None
+        commands.start_run(self.workflows, request, lambda: self.workflows.enqueue(
+            request, workflow_id, queue or self.queue, priority, app_version=self.app_version
+        ))
         return EnqueuedRun(request.session_id, request.run, workflow_id)
 
     def status(self, run: EnqueuedRun | str) -> str | None:

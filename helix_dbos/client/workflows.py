@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 from dbos import WorkflowSerializationFormat
+from pydantic import ValidationError
 
 from helix_dbos.durable.requests import WORKFLOW_NAME, RunRequest
 from helix_dbos.store.transient import recognize_lost_connections
@@ -36,6 +37,11 @@ class Workflows(Protocol):
     def resume(self, workflow_id: str) -> None: ...
 
     def status(self, workflow_id: str) -> str | None: ...
+
+    def run_request(self, workflow_id: str) -> RunRequest | None:
+        """The request the workflow was started with; None when there is no such workflow
+        or its input is not a run request."""
+        ...
 
     def delete(self, workflow_ids: list[str]) -> None:
         """Delete finished workflows and everything DBOS keeps of them."""
@@ -99,6 +105,10 @@ class ClientWorkflows:
         found = self.client.list_workflows(workflow_ids=[workflow_id], load_input=False, load_output=False)
         return found[0].status if found else None
 
+    def run_request(self, workflow_id: str) -> RunRequest | None:
+        found = self.client.list_workflows(workflow_ids=[workflow_id], load_input=True, load_output=False)
+        return _request_of(found[0].input) if found else None
+
     def delete(self, workflow_ids: list[str]) -> None:
         self.client.delete_workflows(workflow_ids)
 
@@ -144,3 +154,21 @@ class LocalWorkflows(ClientWorkflows):
 
         found = DBOS.get_workflow_status(workflow_id)
         return found.status if found else None
+
+    def run_request(self, workflow_id: str) -> RunRequest | None:
+        from dbos import DBOS
+
+        found = DBOS.list_workflows(workflow_ids=[workflow_id], load_input=True, load_output=False)
+        return _request_of(found[0].input) if found else None
+
+
+def _request_of(inputs: Any) -> RunRequest | None:
+    """The :class:`RunRequest` in a workflow's DBOS input (``{"args": [request], "kwargs": {}}``),
+    or None for the input of a workflow that is not a helix run."""
+    args = inputs.get("args") if isinstance(inputs, dict) else None
+    if not args or len(args) != 1:
+        return None
+    try:
+        return RunRequest.model_validate(args[0])
+    except ValidationError:
+        return None

@@ -170,6 +170,7 @@ def check_schema(database_url: str) -> None:
     try:
         applied = set(applied_versions(database_url))
         stale = _stale_functions(database_url, load_functions(), schema_level(migrations)) if applied else []
+        hooks = _installed_hooks(database_url) if applied else set()
     except psycopg.Error as exc:
         first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
         raise DatabaseError(f"cannot read the helix schema of {redact(database_url)}: {first}") from None
@@ -180,7 +181,7 @@ def check_schema(database_url: str) -> None:
         problem = f"the helix schema of {redact(database_url)} is at version {max(applied)}, this library needs {max(missing)}"
     elif stale:
         problem = f"helix's functions in {redact(database_url)} are older than this library's ({_some(stale)})"
-    elif _installed_hooks(database_url) != set(HOOK_TRIGGERS):
+    elif hooks != set(HOOK_TRIGGERS):
         raise SchemaOutdatedError(
             f"helix's triggers on DBOS's tables are missing in {redact(database_url)} (was `dbos reset` run?):"
             " run `helix-dbos migrate --database-url URL`"

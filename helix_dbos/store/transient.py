@@ -6,6 +6,12 @@ are retried this way must be safe to repeat (reads, or writes that are idempoten
 
     messages = retry_transient(lambda: load(conn_factory))
 
+A caller of the library gets :func:`retry_or_unavailable`: the same retries, and a
+:class:`~helix_dbos.errors.DatabaseUnavailableError` instead of the driver's error when
+they run out::
+
+    row = retry_or_unavailable(lambda: read(engine), "reading session 's1'")
+
 DBOS retries its own statements on errors SQLAlchemy flags as disconnects, and psycopg
 reports a failed connect in words SQLAlchemy does not know ("connection is bad: ... No
 such file or directory" while a Postgres restarts behind a Unix socket).
@@ -25,6 +31,8 @@ import psycopg
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, ExceptionContext
 from sqlalchemy.exc import DBAPIError
+
+from helix_dbos.errors import DatabaseUnavailableError
 
 T = TypeVar("T")
 
@@ -65,6 +73,19 @@ def retry_transient(fn: Callable[[], T], *, attempts: int = 30, first_wait: floa
             time.sleep(wait)
             wait = min(wait * 2, max_wait)
     raise AssertionError("unreachable")
+
+
+def retry_or_unavailable(fn: Callable[[], T], what: str) -> T:
+    """``retry_transient(fn)`` for a caller of the library: when the connection still fails
+    on the last attempt, :class:`DatabaseUnavailableError` saying that ``what`` (``"starting
+    run 1 of session 's1'"``) could not be done, with the driver's error as its cause."""
+    try:
+        return retry_transient(fn)
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DatabaseUnavailableError(f"the database stayed unreachable while {what}: {reason}") from exc
 
 
 def recognize_lost_connections() -> None:
