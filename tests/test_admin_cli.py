@@ -343,7 +343,7 @@ def test_cancel_then_resume_restarts_the_workflow_where_it_waited(executor: Any,
     assert rows(executor, "SELECT status, end_step FROM helix.runs WHERE session_id = :id", id=sid) == [
         {"status": "completed", "end_step": 4}
     ]
-    types = [e["type"] for e in rows(executor, "SELECT type FROM helix.events WHERE session_id = :id ORDER BY seq", id=sid)]
+    types = [e["type"] for e in rows(executor, "SELECT type FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :id) ORDER BY seq", id=sid)]
     assert types.index("aborted") < types.index("resumed") < types.index("finish")
     assert "is completed; continue it with executor.execute" in run_cli(url, "resume", sid, expect=1).stderr
 

@@ -309,7 +309,7 @@ def resume_workflow(engine: sa.Engine, workflows: Workflows, session_id: str) ->
     """Restart the workflow of the session's latest run where it stopped, when DBOS
     cancelled it or it ended in an error. The run becomes active again (or waits again for
     its pending calls): DBOS's status change does that, through helix's trigger
-    (store/sql/004), exactly as when ``dbos workflow resume`` does it."""
+    (``store/dbos_hooks.py``), exactly as when ``dbos workflow resume`` does it."""
     with engine.connect() as conn:
         row = require_session(conn, session_id)
         workflow_id = reads.run_workflow(conn, session_id, row.run_count)
