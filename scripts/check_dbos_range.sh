@@ -8,7 +8,7 @@
 # and streaming) and the crash suite (workers SIGKILLed mid-run, recovered). Exits non-zero
 # at the first version that fails. helix's triggers on DBOS's tables and the private DBOS
 # names it uses are checked by these tests (tests/test_schema.py,
-# tests/workers/test_dbos_internals.py): widen the range in pyproject.toml, and the DBOS
+# tests/workers/test_adoption.py): widen the range in pyproject.toml, and the DBOS
 # schema versions in helix_dbos/store/dbos_hooks.py, only once this passes.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -50,7 +50,7 @@ SMOKE=(
     tests/runtime/test_runtime_loop.py
     tests/runtime/test_hitl_approval.py
     tests/runtime/test_runtime_streaming.py
-    tests/workers/test_dbos_internals.py
+    tests/workers/test_adoption.py
 )
 for version in $(printf '%s\n' "$lowest" "$highest" | sort -u); do
     venv=".helix/dbos-range/$version"
