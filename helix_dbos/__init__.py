@@ -15,6 +15,10 @@ import importlib
 import logging
 from typing import Any
 
+__version__ = "0.1.0"
+"""This release; see CHANGELOG.md for what each release changed and docs/upgrading.md for
+what is compatible between them."""
+
 logging.getLogger("helix_dbos").addHandler(logging.NullHandler())  # silent unless the app configures logging
 
 _EXPORTS: dict[str, str] = {

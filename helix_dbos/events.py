@@ -1,6 +1,6 @@
 """The events of a session's durable stream: one discriminated union, :data:`Event`.
 
-The runtime writes them (``helix.stream``, shown by the view ``helix.events``: a ``type``
+The runtime writes them (``helix.events``: a ``type``
 column and a ``data`` jsonb of the other fields), streams and the CLI read them back, and
 each says what it is in one line::
 
@@ -113,7 +113,7 @@ class ToolResultEvent(_Event):
     ms: float | None = None
     """How long the tool ran, in milliseconds, for a call its tool step ran; None for one
     answered without running here (denied, timed out, a client's). The usage ledger
-    counts a committed step's tool calls from these (store/sql/022)."""
+    counts a committed step's tool calls from these."""
 
     def summary(self) -> str:
         flag = " error" if self.is_error else ""

@@ -47,12 +47,12 @@ def test_runs_leave_the_key_index_about_as_small_as_a_fresh_build(make_database:
                     )
         [(index, definition)] = conn.execute(  # the unique index on keys, whatever its columns
             "SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index"
-            " WHERE indrelid = 'helix.stream'::regclass AND indisunique AND indpred IS NOT NULL"
+            " WHERE indrelid = 'helix.events'::regclass AND indisunique AND indpred IS NOT NULL"
         ).fetchall()
-        conn.execute(f"CREATE INDEX fresh_build ON helix.stream USING {definition.split(' USING ')[1]}")
+        conn.execute(f"CREATE INDEX fresh_build ON helix.events USING {definition.split(' USING ')[1]}")
         [(grown, built, written)] = conn.execute(
             "SELECT pg_relation_size(%s::regclass), pg_relation_size('helix.fresh_build'),"
-            " (SELECT count(*) FROM helix.stream WHERE key IS NOT NULL)", (index,)
+            " (SELECT count(*) FROM helix.events WHERE key IS NOT NULL)", (index,)
         ).fetchall()
 
     assert written == SESSIONS * STEPS * 7

@@ -26,7 +26,6 @@ from helix_dbos.store.migrations import (
     MIGRATION_LOCK_KEY,
     Migrated,
     applied_versions,
-    load_functions,
     load_migrations,
     migrate,
 )
@@ -35,10 +34,7 @@ CLI = Path(sys.executable).parent / "helix-dbos"
 DATABASE_ENV_VARS = ("HELIX_DATABASE_URL", "DBOS_SYSTEM_DATABASE_URL", "HELIX_EMBEDDED_PGDATA", "HELIX_TEST_DATABASE_URL")
 MIGRATIONS = [(m.version, m.name) for m in load_migrations()]
 VERSIONS = [version for version, _ in MIGRATIONS]
-FUNCTIONS = [f.name for f in load_functions()]
-APPLIED_MESSAGE = (
-    f"applied migrations: {', '.join(str(v) for v in VERSIONS)}\napplied functions: {', '.join(FUNCTIONS)}"
-)
+APPLIED_MESSAGE = f"applied migrations: {', '.join(str(v) for v in VERSIONS)}"
 UP_TO_DATE_MESSAGE = "schema is up to date"
 
 
@@ -113,15 +109,15 @@ def assert_one_error_line(result: subprocess.CompletedProcess[str], *expected: s
 
 
 def test_the_schema_has_migrations() -> None:
-    assert MIGRATIONS[0] == (1, "init")
+    assert MIGRATIONS[0] == (1, "baseline")
     assert VERSIONS == sorted(set(VERSIONS))
 
 
 def test_migrate_twice_applies_each_migration_once(fresh_database_url: str) -> None:
     assert applied_versions(fresh_database_url) == []
 
-    assert migrate(fresh_database_url) == Migrated(VERSIONS, FUNCTIONS)
-    assert migrate(fresh_database_url) == Migrated([], [])
+    assert migrate(fresh_database_url) == Migrated(VERSIONS)
+    assert migrate(fresh_database_url) == Migrated([])
 
     assert schema_version_rows(fresh_database_url) == MIGRATIONS
     assert table_exists(fresh_database_url, "helix.sessions")
@@ -187,7 +183,7 @@ def test_two_threads_migrating_at_once_serialize(make_database: Callable[[], str
         thread.join(timeout=60)
 
     assert errors == []
-    assert sorted(results, key=lambda m: m.versions) == [Migrated([], []), Migrated(VERSIONS, FUNCTIONS)]
+    assert sorted(results, key=lambda m: m.versions) == [Migrated([]), Migrated(VERSIONS)]
     assert schema_version_rows(url) == MIGRATIONS
 
 

@@ -1,16 +1,13 @@
-"""A tool result reads back with its keys in the order the tool wrote them: from a recorded
-outcome (a run handed to another worker while its tool ran) and from a checkpoint that
-carried events. Postgres's jsonb would sort them, and a moved run's transcript would
-differ from an unmoved one's."""
+"""A tool result reads back with its keys in the order the tool wrote them from a recorded
+outcome (a run handed to another worker while its tool ran returns it). Postgres's jsonb
+would sort them, and a moved run's transcript would differ from an unmoved one's."""
 
 from __future__ import annotations
 
 import json
 
-import psycopg
 import sqlalchemy as sa
 
-from helix_dbos.database import libpq_url
 from helix_dbos.store.engine import create_engine
 from helix_dbos.store.reads import recorded_tool_outcome
 from helix_dbos.store.records import RecordedOutcome
@@ -31,13 +28,3 @@ def test_a_recorded_outcome_keeps_its_key_order(migrated_url: str):
     finally:
         engine.dispose()
     assert json.dumps(back) == json.dumps(UNSORTED)
-
-
-def test_a_checkpoint_that_carried_events_keeps_its_key_order(migrated_url: str):
-    carried = {"helix_events": {"session_id": "gone", "run": 1, "step": 1, "events": []}, **UNSORTED}
-    with psycopg.connect(libpq_url(migrated_url), autocommit=True) as conn:
-        conn.execute("INSERT INTO dbos.workflow_status (workflow_uuid, status, name) VALUES ('w', 'PENDING', 'x')")
-        conn.execute("INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name, output, serialization)"
-                     " VALUES ('w', 1, 'tool:t', %s, 'portable_json')", (json.dumps(carried),))
-        saved = conn.execute("SELECT output FROM dbos.operation_outputs WHERE workflow_uuid = 'w'").fetchone()[0]
-    assert list(json.loads(saved)) == list(UNSORTED) and json.dumps(json.loads(saved)) == json.dumps(UNSORTED)

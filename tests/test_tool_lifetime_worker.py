@@ -65,7 +65,7 @@ def test_a_worker_with_a_hung_tool_resumes_after_an_abort_and_exits_on_sigterm(m
         assert (result.status, result.output) == ("completed", "done")
         with psycopg.connect(libpq_url(url)) as conn:
             content = conn.execute(
-                "SELECT message->>'content' FROM helix.messages WHERE session_id = %s AND message->>'role' = 'tool'",
+                "SELECT message->>'content' FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) AND message->>'role' = 'tool'",
                 ("hung-session",),
             ).fetchone()
         assert content == ("Tool 'hang' timed out after 8s",)

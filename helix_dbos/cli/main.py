@@ -128,9 +128,7 @@ def migrate(database_url: str | None) -> None:
     migrated = apply_migrations(url)
     if migrated.versions:
         click.echo(f"applied migrations: {', '.join(str(v) for v in migrated.versions)}")
-    if migrated.functions:
-        click.echo(f"applied functions: {', '.join(migrated.functions)}")
-    if not (migrated.versions or migrated.functions):
+    else:
         click.echo("schema is up to date")
 
 

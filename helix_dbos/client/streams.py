@@ -1,7 +1,7 @@
 """Follow a session's durable event stream from any process, woken by LISTEN/NOTIFY, and,
 on request, its token deltas as they are generated.
 
-Events are rows of ``helix.stream`` (the view ``helix.events`` shows them by session id),
+Events are rows of ``helix.events``,
 written as they happen (a step's ``step_start`` before its model call, a tool's result
 when the tool ends: docs/architecture.md, "The durable event stream"); a trigger sends ``NOTIFY helix_events, '<session id>'``. A reader
 blocks on the notification and reads what is new, so it never busy-polls. Deltas are never

@@ -13,8 +13,8 @@ short fixed sequence of DBOS operations, so a replay takes the same path::
     terminateChild             helix_companion_terminate (ends the run aborted) -> cancel its workflow
     waitForResult              helix_companion_view -> DBOS.getResult -> helix_companion_collected
 
-A non-blocking companion's run that ends writes a notice for its parent (a trigger,
-store/sql/011); the parent's next step takes the notices (``helix_companion_notices``,
+A non-blocking companion's run that ends writes a notice for its parent (the trigger
+``helix.notice_companion_end``); the parent's next step takes the notices (``helix_companion_notices``,
 checkpointed) and puts each in its transcript as a user message before the model's call.
 """
 

@@ -3,7 +3,7 @@
 A saved checkpoint holds the outcome, so in the common case nothing else is written. DBOS
 refuses to save it when the run was aborted while the tool ran (the workflow was
 cancelled and handed off): then workflow code records the outcome in
-``helix.tool_outcomes`` (store/sql/006), and a resume of the run returns it without
+``helix.tool_outcomes``, and a resume of the run returns it without
 running the tool again. A crash before the checkpoint is saved loses both, and recovery
 runs the tool again, as it does a tool the crash interrupted::
 

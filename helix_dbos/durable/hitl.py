@@ -129,7 +129,7 @@ async def settle(
     approved = [
         c for c, a in zip(calls, answers) if gates[c.id] == "approval" and outcome_error("approval", c.id, a) is None
     ]
-    outcomes = list(await start_parallel(scope, step_no, approved, base))
+    outcomes = list(await start_parallel(scope, step_no, approved, base, events))
     for call, answer in zip(calls, answers):
         if call in approved:
             continue

@@ -11,7 +11,7 @@ run's continuation, a workflow of its own, takes the step up after the wait with
 answers (``durable/workflow.py``).
 
 The commit is a plain transaction, not a DBOS step: it is idempotent on its own (a step
-this run committed already is recognized by its key and not written again, store/sql/009),
+this run committed already is recognized by its key and not written again),
 so a replay calls it again harmlessly and gets the same answer.
 
 The step's stream events are written as they happen, each keyed so that a replay writes
@@ -48,7 +48,13 @@ from helix_dbos.durable.scope import (
 )
 from helix_dbos.durable.steps import call_llm, llm_output
 from helix_dbos.durable.tool_phases import classify, run_tool_step, start_parallel
-from helix_dbos.durable.step_events import StepEvents, result_message, tool_result_events, without_events
+from helix_dbos.durable.step_events import (
+    StepEvents,
+    assistant_events,
+    outcome_events,
+    result_message,
+    tool_result_events,
+)
 from helix_dbos.errors import HelixError
 from helix_dbos.events import StatePatchEvent, StepFinishEvent, StepStartEvent
 from helix_dbos.orchestration import (
@@ -155,8 +161,9 @@ class AgentLoop:
 
     async def _run_step(self, step_no: int, parked: ParkedStep | None) -> StepOutput | ParkedStep:
         """One step; its events reach the stream as they happen (``durable/step_events.py``):
-        its ``step_start`` is there already, the model's come with the LLM step's
-        checkpoint and a tool's with its step's, the rest with the commit. A continuation
+        its ``step_start`` is there already, the model's are published once the LLM step is
+        checkpointed and a tool's once its step is, the rest come with the commit (which
+        writes whatever of the step is still missing). A continuation
         takes its parked step up after the model's call and the calls that did not wait."""
         out = StepOutput(events=StepEvents(self.scope.session_id, self.scope.request.run, step_no))
         if parked is None:
@@ -168,7 +175,9 @@ class AgentLoop:
         out.messages.extend(out.notices)
         plan = plan_step_processing(step_result, output_schema=self.agent.output_schema)
         if plan.assistant_message_plan is not None:
-            out.messages.append(create_assistant_message(plan.assistant_message_plan))
+            message = create_assistant_message(plan.assistant_message_plan)
+            out.messages.append(message)
+            out.events.publish(assistant_events(message))
         parking = await self._run_tools(step_no, plan, out, parked)
         if parking is not None:
             return parking
@@ -183,9 +192,9 @@ class AgentLoop:
 
     async def _call_llm(self, step_no: int, notices: list[UserMessage]) -> tuple[StepResult, Usage]:
         messages = build_messages_for_llm(self.messages + notices, self.agent.system_prompt_for, self.state)
-        checkpoint = without_events(await DBOS.run_step_async(
+        checkpoint = await DBOS.run_step_async(
             {"name": "llm"}, call_llm, self.agent.name, messages, self.scope.session_id, self.scope.request.run, step_no
-        ))
+        )
         self.llm_checkpoints.append(checkpoint)
         return self._count_llm(checkpoint)
 
@@ -220,7 +229,7 @@ class AgentLoop:
         writes = list(phase1_writes)
         phase2: list[ToolOutcome] = []
         for call in calls.finishers:
-            outcome = await run_tool_step(scope, step_no, call, state)
+            outcome = await run_tool_step(scope, step_no, call, state, out.events)
             phase2.append(outcome)
             if outcome.writes:
                 patch = StatePatchEvent(patches=step_writes_to_rfc6902(outcome.writes))
@@ -236,8 +245,8 @@ class AgentLoop:
         results += synthesize_step_tool_results(plan)
         out.results = in_call_order(results, plan)
         out.messages.extend(out.results)
-        streamed = {o.tool_call_id for o in out.outcomes}  # with their tool steps' checkpoints
-        out.events.add(tool_result_events([r for r in out.results if r.tool_call_id not in streamed]))
+        out.events.add([part for outcome in out.outcomes for part in outcome_events(outcome)])
+        out.events.add(tool_result_events(out.results))  # the rest: unknown tools, children, synthesized
         return None
 
     async def _phase1(
@@ -253,7 +262,7 @@ class AgentLoop:
             if gated:
                 await hitl.suspend(scope, step_no, gated, gates, self.state)
             free = [c for c in regular if c.id not in gates]
-            ran = list(await start_parallel(scope, step_no, free, base))
+            ran = list(await start_parallel(scope, step_no, free, base, out.events))
             return self._parking(step_no, gates, ran, out.notices) if gated else ran
         answers = [parked.answers.get(c.id) for c in gated]
         reason = hitl.suspension_status(gates).value

@@ -250,7 +250,7 @@ class AgentRuntime:
             return WaitState(run_ended=True).model_dump(mode="json")
         return writes.collect_answers(conn, session_id, tool_call_ids).model_dump(mode="json")
 
-    # --- the step commit: a plain transaction, idempotent on its own (store/sql/009) --------
+    # --- the step commit: a plain transaction, idempotent on its own --------
 
     def commit_step(self, commit: StepCommit) -> CommitOutcome:
         """Commit one agent step, exactly once (retried on connection faults: a commit
@@ -262,7 +262,7 @@ class AgentRuntime:
 
         return retry_transient(write)
 
-    # --- the outcomes of tool calls (store/sql/006), written and read by tool steps ----------
+    # --- the outcomes of tool calls, written and read by tool steps ----------
 
     def record_tool_outcome(self, row: RecordedOutcome) -> None:
         """Record how a call ended when no checkpoint will hold it (retried on connection faults)."""

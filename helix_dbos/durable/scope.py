@@ -133,8 +133,9 @@ def terminal_events(terminal: Terminal | None, usage: Usage) -> list[tuple[str, 
 def step_usage(model: str, usage: Usage, step_result: StepResult) -> dict[str, Any]:
     """What the model used in a step, as its ``step_finish`` event says (``usage``): its
     tokens, cost and latency and its name; ``"success": false`` when the call failed. The
-    usage ledger (``helix.usage_log``) reads the step's model row from it (store/sql/021)
-    and a row for each tool call the step ran from its ``tool_result`` event (022)::
+    usage ledger (``helix.session_usage``) reads the step's model row from it, its client
+    tools' waits from ``usage.waits`` (the commit adds them) and a row for each tool call
+    the step ran from its ``tool_result`` event::
 
         >>> from helix_dbos.types import TextStepResult
         >>> step_usage("openai/gpt-4o", Usage(input_tokens=9, total_tokens=9), TextStepResult(content="hi"))

@@ -1,72 +1,46 @@
-"""A step's durable events: which write puts each in the stream (store/sql/008, 012).
+"""A step's durable events: how each reaches the stream exactly once.
 
 Each event of a step gets a key unique in its session, ``<run>.<step>.<part>``, so writing
-it twice writes it once. Most of a step's events ride in a checkpoint: the LLM step and
-every tool step return their events with their result (:func:`carrying`), and helix's
-trigger on ``dbos.operation_outputs`` writes them to the stream in the transaction in
-which DBOS saves the checkpoint, then keeps only the result in it. So they reach the
-stream the moment their source is checkpointed, at no cost of their own, and a replay
-(which gets the saved result) has none to write::
-
-    output = carrying("s1", run=1, step=2, events=assistant_events(message), output=checkpoint)
-    # the step returns ``output``; workflow code reads ``without_events(output)``
-
-The rest: the commit writes ``step_finish``, the terminal events and the next step's
-``step_start`` (``helix.commit_step``); ``run_start`` and the first ``step_start`` are
-written as the run begins. What workflow code produces between (a sub-agent's start and
-finish, a companion's result, a settled approval, a state patch that more of the step
-follows) is published at once through the runtime's
-:class:`~helix_dbos.store.live_events.LiveEventWriter`, off the run's path; the commit
-writes what is still missing::
+it twice writes it once. Workflow code publishes the events derived from a checkpoint as
+soon as DBOS saved it: the model's ``text`` and ``tool_call`` events after the LLM step,
+a tool's custom events and ``tool_result`` after its tool step. Publishing hands them to
+the runtime's :class:`~helix_dbos.store.live_events.LiveEventWriter`, which writes them
+off the run's path; a replay derives the same events under the same keys and writes
+nothing. What workflow code produces in between (a sub-agent's start and finish, a
+companion's result, a settled approval, a state patch that more of the step follows) is
+published the same way. The commit gets every keyed event of the step and writes those
+still missing, with ``step_finish``, the terminal events and the next step's
+``step_start`` (``helix.commit_step``)::
 
     events = StepEvents(session_id="s1", run=1, step=2)
     events.publish([("child_start:t1", start)])                     # in the stream soon
     events.add([("step_finish", StepFinishEvent(step=2))])           # written by the commit
     commit = StepCommit(..., events=events.all)
 
-Before a transaction that writes unkeyed events (a suspension, a failed run) or starts a
-child whose events are relayed into this stream, ``await live_events_written()`` keeps
-the stream in the order things happened.
+``run_start`` and the first ``step_start`` are written as the run begins. Before a
+transaction that writes unkeyed events (a suspension, a failed run) or starts a child
+whose events are relayed into this stream, ``await live_events_written()`` keeps the
+stream in the order things happened.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
 
 from helix_dbos.durable.requests import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.events import Event, TextEvent, ToolCallEvent, ToolResultEvent, parse_event
 from helix_dbos.orchestration import create_tool_result_message
 from helix_dbos.store.records import KeyedEvent
-from helix_dbos.text import storable
 from helix_dbos.types import FINISH_TOOL_NAME, AssistantMessage, ToolResultMessage
 
 Part = tuple[str, Event]
 """An event and the part of its key that names it within the step (``call:t1``)."""
 
-CARRIED = "helix_events"
-"""The key under which a step's output carries its events; first in the output, so
-helix's trigger knows such an output by its first characters (store/sql/012)."""
-
-
 def keyed(run: int, step: int, parts: list[Part]) -> list[KeyedEvent]:
     """The events with their keys in the session (``<run>.<step>.<part>``)."""
     return [KeyedEvent.at(run, step, part, event) for part, event in parts]
-
-
-def carrying(session_id: str, run: int, step: int, events: list[Part], output: dict[str, Any]) -> dict[str, Any]:
-    """A step's output that carries the step's events to the stream (see the module)."""
-    if not events:
-        return output
-    rows = storable([e.to_row() for e in keyed(run, step, events)])
-    return {CARRIED: {"session_id": session_id, "run": run, "step": step, "events": rows}, **output}
-
-
-def without_events(output: dict[str, Any]) -> dict[str, Any]:
-    """A step's output as DBOS saved it: without the events it carried."""
-    return {k: v for k, v in output.items() if k != CARRIED}
 
 
 def result_message(outcome: ToolOutcome) -> ToolResultMessage:

@@ -17,11 +17,9 @@ from helix_dbos.durable.deltas import StepDeltas
 from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.requests import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.step_events import Part, assistant_events, carrying, outcome_events, without_events
 from helix_dbos.durable.tool_call import ToolCall, call_digest, run_call
 from helix_dbos.events import CustomEvent
 from helix_dbos.llm import generate_with_retry
-from helix_dbos.orchestration import create_assistant_message, plan_step_processing
 from helix_dbos.state import StateTracker
 from helix_dbos.store.records import RecordedOutcome
 from helix_dbos.text import storable
@@ -50,8 +48,7 @@ async def call_llm(
     """The LLM step; transient errors are retried inside it. Its checkpoint is JSON:
     ``{"result": StepResult, "usage": Usage}`` (read back with :func:`llm_output`), with
     text Postgres cannot store replaced (``helix_dbos.text``), so every tool sees the
-    call ids and arguments the transcript records. The output carries the step's ``text``
-    and ``tool_call`` events to the stream (``durable/step_events.py``). A model that
+    call ids and arguments the transcript records. A model that
     streams sends its token deltas to the session's consumers as they arrive
     (``durable/deltas.py``)."""
     runtime = current_runtime()
@@ -61,16 +58,7 @@ async def call_llm(
         runtime.llm, messages, agent.tool_specs(), agent.llm_config, agent.output_schema, on_delta=deltas
     )
     await deltas.flush()
-    checkpoint = {"result": storable(checkpoint_json(result)), "usage": checkpoint_json(usage)}
-    return carrying(session_id, run, step, _model_events(checkpoint, agent.output_schema), checkpoint)
-
-
-def _model_events(checkpoint: dict[str, Any], output_schema: type[BaseModel] | None) -> list[Part]:
-    """The step's ``text`` and ``tool_call`` events, from its message as the transcript records it."""
-    plan = plan_step_processing(llm_output(checkpoint)[0], output_schema=output_schema)
-    if plan.assistant_message_plan is None:
-        return []
-    return assistant_events(create_assistant_message(plan.assistant_message_plan))
+    return {"result": storable(checkpoint_json(result)), "usage": checkpoint_json(usage)}
 
 
 def llm_output(checkpoint: dict[str, Any]) -> tuple[StepResult, Usage]:
@@ -87,16 +75,8 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
     was not saved) is returned without running the tool again. The outcome returned is
     held in memory until its checkpoint is saved (``HeldOutcomes``). Its checkpoint
     is a :class:`ToolOutcome` as JSON, with text Postgres cannot store (in the result,
-    the error, state writes and events) replaced (``helix_dbos.text``); the output
-    carries the tool's events (what it emitted, then its result) to the stream
-    (``durable/step_events.py``).
+    the error, state writes and events) replaced (``helix_dbos.text``).
     """
-    outcome = await _outcome(job)
-    events = outcome_events(tool_outcome(job.call, outcome))
-    return carrying(job.session_id, job.run, job.step, events, outcome)
-
-
-async def _outcome(job: ToolJob) -> dict[str, Any]:
     runtime = current_runtime()
     agent = runtime.agent(job.agent_name)
     tool = agent.get_tool(job.call.name)
@@ -150,9 +130,8 @@ def tool_checkpoint(outcome: ToolOutcome) -> dict[str, Any]:
         >>> tool_checkpoint(ToolOutcome(tool_call_id="a", tool_name="t", success=False, error="no"))
         {'tool_call_id': 'a', 'success': False, 'error': 'no'}
 
-    The release before this one (schema version 22) reads checkpoints in this form, so its
-    workers replay a run that a worker of this one started while a deploy rolls. The
-    call's id stays: that release needs it (:func:`tool_outcome` of this one does not).
+    The call's id stays, though :func:`tool_outcome` does not need it: a checkpoint says
+    which call it answers to whoever reads it with DBOS's tools.
     """
     data = checkpoint_json(outcome)
     del data["tool_name"]
@@ -171,7 +150,7 @@ def tool_outcome(call: ParsedToolCall, checkpoint: dict[str, Any]) -> ToolOutcom
 ms=0.0, events=[], executed=True)
     """
     said = {"tool_call_id": call.id, "tool_name": call.name, "success": True}
-    return ToolOutcome.model_validate({**said, **without_events(checkpoint)})
+    return ToolOutcome.model_validate({**said, **checkpoint})
 
 
 def checkpoint_json(model: BaseModel) -> dict[str, Any]:

@@ -12,7 +12,7 @@ not keep the process alive. An async body is a task on the workflow's loop and i
 cancelled (``CancelledError`` at its next ``await``).
 
 A body that ends after its step stopped waiting for it has its outcome recorded at once
-(``helix.tool_outcomes``, store/sql/006): the step's checkpoint does not hold it. (An
+(``helix.tool_outcomes``): the step's checkpoint does not hold it. (An
 outcome the step returns is held until DBOS saves the step's checkpoint and recorded only
 if DBOS refuses to, ``durable/tool_phases.py``.) A step that finds its call's outcome
 recorded returns it without running the tool: a tool that finished is never run again by

@@ -17,6 +17,7 @@ from dbos import DBOS
 from helix_dbos.durable.requests import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
+from helix_dbos.durable.step_events import StepEvents, outcome_events
 from helix_dbos.durable.steps import run_tool, tool_outcome
 from helix_dbos.durable.tool_call import call_digest
 from helix_dbos.types import FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, ParsedSubAgentCall, ParsedToolCall
@@ -56,7 +57,7 @@ def classify(scope: RunScope, calls: list[ParsedToolCall]) -> Classified:
 
 
 def start_parallel(
-    scope: RunScope, step_no: int, calls: list[ParsedToolCall], base_state: Any
+    scope: RunScope, step_no: int, calls: list[ParsedToolCall], base_state: Any, events: StepEvents
 ) -> Awaitable[list[ToolOutcome]]:
     """Start calls concurrently under the agent's cap; their step ids are reserved now, in call order."""
     reservations = [DBOS.reserve_step() for _ in calls]
@@ -64,22 +65,30 @@ def start_parallel(
 
     async def run_one(reservation: Any, call: ParsedToolCall) -> ToolOutcome:
         async with limit:
-            return await _checkpointed(scope, step_no, call, reservation.run_async, base_state)
+            return await _checkpointed(scope, step_no, call, reservation.run_async, base_state, events)
 
     return asyncio.gather(*(run_one(r, call) for r, call in zip(reservations, calls)))
 
 
-async def run_tool_step(scope: RunScope, step_no: int, call: ParsedToolCall, base_state: Any) -> ToolOutcome:
+async def run_tool_step(
+    scope: RunScope, step_no: int, call: ParsedToolCall, base_state: Any, events: StepEvents
+) -> ToolOutcome:
     """One tool, as one DBOS step, now."""
-    return await _checkpointed(scope, step_no, call, DBOS.run_step_async, base_state)
+    return await _checkpointed(scope, step_no, call, DBOS.run_step_async, base_state, events)
 
 
 async def _checkpointed(
-    scope: RunScope, step_no: int, call: ParsedToolCall, run_step: Callable[..., Awaitable[Any]], base_state: Any
+    scope: RunScope,
+    step_no: int,
+    call: ParsedToolCall,
+    run_step: Callable[..., Awaitable[Any]],
+    base_state: Any,
+    events: StepEvents,
 ) -> ToolOutcome:
     """The call's tool step, run with ``run_step``; its outcome is recorded when DBOS does
-    not save the step's checkpoint (``durable/held_outcomes.py``). Its events reach the
-    stream with its checkpoint (``durable/step_events.py``)."""
+    not save the step's checkpoint (``durable/held_outcomes.py``). Its events (what the tool
+    emitted, then its result) are published once the checkpoint is saved, so the stream
+    holds the checkpointed outcome, never one a crash made the step run again for."""
     key = (scope.session_id, step_no, call.id, call_digest(call))
     held = current_runtime().outcomes
     try:
@@ -88,4 +97,6 @@ async def _checkpointed(
         held.unsaved(key)  # rare (an aborted run): a blocking insert, on the loop
         raise
     held.saved(key)
-    return tool_outcome(call, checkpoint)
+    outcome = tool_outcome(call, checkpoint)
+    events.publish(outcome_events(outcome))
+    return outcome

@@ -1,4 +1,4 @@
-"""The SQL of persistent sub-agents (store/sql/011): a parent's companions and their notices."""
+"""The SQL of persistent sub-agents: a parent's companions and their notices."""
 
 from __future__ import annotations
 

@@ -1,13 +1,14 @@
 """Writing a step's keyed events to the durable stream as they happen, off the run's path.
 
-Workflow code hands each group of keyed events (``store/sql/008``) to a
+Workflow code hands each group of keyed events to a
 :class:`LiveEventWriter` and goes on at once; one daemon thread per process
 (``store/sender.py``) writes them, in the order handed over, with
 ``helix.append_events_once`` on an autocommit connection of its own, merging what queued
 up for the same step into one statement. Keys make this
 safe to do late or not at all: the step's commit writes every event of the step that is
 not in the stream yet, and a write that comes after it writes nothing. A write that fails
-(a connection fault) is dropped and left to the commit::
+(no free connection, a connection fault) is tried again for up to five seconds, so what
+was handed over still reaches the stream in order, then dropped and left to the commit::
 
     writer = LiveEventWriter(url)
     writer.write("s1", run=1, step=2, events=[keyed])   # returns at once
@@ -50,6 +51,8 @@ class _Group:
 
 class LiveEventWriter(Sender[_Group]):
     """Writes keyed step events in the order handed over, from one daemon thread."""
+
+    retry_seconds = 5.0
 
     def __init__(self, database_url: str) -> None:
         super().__init__(database_url, name="helix-live-events")

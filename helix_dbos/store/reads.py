@@ -35,38 +35,12 @@ _SESSION_COLUMNS = (
 
 
 def session_num(param: str = "id") -> str:
-    """SQL for the number of session ``:param``. The tables a step writes to (``helix.stream``,
-    ``step_messages``, ``step_patches``, ``step_usage``) name their sessions by it
-    (store/sql/016, 017, 019, 020, 021), and so do the views ``helix.transcript``,
-    ``helix.state_log`` and ``helix.usage_log``; read them by number, not through their views by id (``helix.events`` and the
-    others), where a range of a session's rows in order is sorted: Postgres does not see
-    that one id is one session."""
+    """SQL for the number of session ``:param``, by which the tables every step writes
+    (``helix.events``, ``helix.messages``, ``helix.state_patches``) name their sessions."""
     return f"(SELECT num FROM helix.sessions WHERE id = :{param})"
 
 
 _SESSION_NUM = f"session_num = {session_num()}"
-
-
-def _messages(from_seq: str = "0") -> str:
-    """SQL for the session's messages, each with its seq, of its step rows whose first seq
-    is ``from_seq`` (SQL) or later: ``helix.transcript`` has one row per step
-    (store/sql/017), a view of ``helix.step_messages`` with the parts that rows leave out
-    to the stream read back (019), so the rows it does not read cost nothing."""
-    return (
-        "(SELECT t.first_seq + m.ord - 1 AS seq, t.run, t.step, m.message FROM helix.transcript t"
-        " CROSS JOIN LATERAL jsonb_array_elements(t.messages) WITH ORDINALITY AS m(message, ord)"
-        f" WHERE t.{_SESSION_NUM} AND t.first_seq >= {from_seq})"
-    )
-
-
-_MESSAGES = _messages()
-_LAST_ASSISTANT_ROW = (
-    f"COALESCE((SELECT first_seq FROM helix.step_messages WHERE {_SESSION_NUM}"
-    " AND (messages @> '[{\"role\": \"assistant\"}]' OR messages @> '[[]]') ORDER BY first_seq DESC LIMIT 1), 0)"
-)
-"""The first seq of the last step row with an assistant message (0 for none), found back
-along the key from the rows as stored: their roles are all there, but for an assistant
-message of tool calls only, which is stored as the array of its calls (store/sql/022)."""
 
 
 def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | None:
@@ -123,8 +97,8 @@ def load_messages(conn: sa.Connection, session_id: str, before_seq: int | None =
     """The transcript in order; only messages with ``seq < before_seq`` when given."""
     rows = conn.execute(
         sa.text(
-            f"SELECT message FROM {_MESSAGES} AS m"
-            " WHERE CAST(:before AS integer) IS NULL OR seq < :before ORDER BY seq"
+            f"SELECT message FROM helix.messages WHERE {_SESSION_NUM}"
+            " AND (CAST(:before AS integer) IS NULL OR seq < :before) ORDER BY seq"
         ),
         {"id": session_id, "before": before_seq},
     )
@@ -135,8 +109,9 @@ def load_messages_since_last_assistant(conn: sa.Connection, session_id: str) -> 
     """The tail of the transcript from its last assistant message on (for the finish heal)."""
     rows = conn.execute(
         sa.text(
-            f"WITH m AS {_messages(_LAST_ASSISTANT_ROW)} SELECT message FROM m"
-            " WHERE seq >= COALESCE((SELECT max(seq) FROM m WHERE message->>'role' = 'assistant'), 0) ORDER BY seq"
+            f"SELECT message FROM helix.messages WHERE {_SESSION_NUM} AND seq >= COALESCE("
+            f"(SELECT seq FROM helix.messages WHERE {_SESSION_NUM} AND message->>'role' = 'assistant'"
+            " ORDER BY seq DESC LIMIT 1), 0) ORDER BY seq"
         ),
         {"id": session_id},
     )
@@ -144,10 +119,9 @@ def load_messages_since_last_assistant(conn: sa.Connection, session_id: str) -> 
 
 
 def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None) -> dict[str, Any]:
-    """The custom state after step ``at_step`` (default: the latest), rebuilt from the log:
-    each step's commit patch, then what its post-commit hooks wrote (store/sql/007); the
-    view ``helix.state_log`` reads a step's patch from its event when no row stands for it
-    (020)."""
+    """The custom state after step ``at_step`` (default: the latest), rebuilt from the
+    latest snapshot at or before it and the patches after: each step's commit patch (part
+    0), then what its post-commit hooks wrote (part 1)."""
     snap = conn.execute(
         sa.text(
             "SELECT step, state FROM helix.state_snapshots WHERE session_id = :id"
@@ -160,7 +134,7 @@ def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None)
     state: dict[str, Any] = snap[1]
     patches = conn.execute(
         sa.text(
-            f"SELECT patch FROM helix.state_log WHERE {_SESSION_NUM} AND step > :from"
+            f"SELECT patch FROM helix.state_patches WHERE {_SESSION_NUM} AND step > :from"
             " AND (CAST(:at AS integer) IS NULL OR step <= :at) ORDER BY step, part"
         ),
         {"id": session_id, "from": snap[0], "at": at_step},
@@ -188,7 +162,7 @@ def list_runs(conn: sa.Connection, session_id: str) -> list[RunRecord]:
 
 def run_workflow(conn: sa.Connection, session_id: str, run: int) -> str | None:
     """The DBOS workflow that holds run ``run`` of a session now: the run's own, or, once
-    it parked, its waiter or its continuation (store/sql/010); None for no such run."""
+    it parked, its waiter or its continuation; None for no such run."""
     return conn.execute(
         sa.text("SELECT workflow_id FROM helix.runs WHERE session_id = :id AND run = :run"),
         {"id": session_id, "run": run},
@@ -220,7 +194,7 @@ def dbos_schema_exists(conn: sa.Connection) -> bool:
 def transcript(conn: sa.Connection, session_id: str) -> list[TranscriptEntry]:
     """Every message of the session with its place in the logs."""
     rows = conn.execute(
-        sa.text(f"SELECT seq, run, step, message FROM {_MESSAGES} AS m ORDER BY seq"),
+        sa.text(f"SELECT seq, run, step, message FROM helix.messages WHERE {_SESSION_NUM} ORDER BY seq"),
         {"id": session_id},
     ).mappings()
     return [TranscriptEntry.model_validate(dict(r)) for r in rows]
@@ -241,7 +215,7 @@ def answers(conn: sa.Connection, session_id: str) -> list[AnswerRecord]:
 def forked_from(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
     """``{"session_id", "step"}`` of the session a fork was made from, or None."""
     data = conn.execute(
-        sa.text(f"SELECT data FROM helix.stream WHERE {_SESSION_NUM} AND type = 'forked' ORDER BY seq LIMIT 1"),
+        sa.text(f"SELECT data FROM helix.events WHERE {_SESSION_NUM} AND type = 'forked' ORDER BY seq LIMIT 1"),
         {"id": session_id},
     ).scalar()
     return {"session_id": data["source_session_id"], "step": data["from_step"]} if data else None
@@ -282,10 +256,10 @@ def find_pending_under_root(conn: sa.Connection, root_session_id: str, tool_call
 
 
 EVENTS_AFTER = sa.text(
-    "SELECT CAST(:id AS text) AS session_id, seq, run, step, type, data, created_at, key FROM helix.stream"
+    "SELECT CAST(:id AS text) AS session_id, seq, run, step, type, data, created_at, key FROM helix.events"
     f" WHERE {_SESSION_NUM} AND seq > :after ORDER BY seq LIMIT :limit"
 )
-"""A range of the stream: read along ``stream_pkey`` from ``:after``, never sorted."""
+"""A range of the stream: read along ``events_pkey`` from ``:after``, never sorted."""
 
 
 def events_after(conn: sa.Connection, session_id: str, after_seq: int, limit: int = 1000) -> list[EventRecord]:
@@ -300,7 +274,7 @@ def usage_summary(conn: sa.Connection, session_id: str) -> UsageSummary:
         sa.text(
             "SELECT source, name, count(*) AS calls, sum(input_tokens) AS i, sum(output_tokens) AS o,"
             " sum(total_tokens) AS t, sum(cost_usd) AS c, sum(ms) AS ms"
-            f" FROM helix.usage_log WHERE {_SESSION_NUM} GROUP BY source, name"
+            " FROM helix.session_usage(:id) GROUP BY source, name"
         ),
         {"id": session_id},
     ).mappings()
@@ -330,7 +304,7 @@ def _add_usage_row(summary: UsageSummary, r: Any) -> None:
 def recorded_tool_outcome(
     conn: sa.Connection, session_id: str, step: int, tool_call_id: str, call_digest: str
 ) -> dict[str, Any] | None:
-    """The recorded outcome of this exact call (store/sql/006), or None."""
+    """The recorded outcome of this exact call, or None."""
     return conn.execute(
         sa.text(
             "SELECT outcome FROM helix.tool_outcomes"

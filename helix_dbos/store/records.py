@@ -171,7 +171,7 @@ class SessionRecord(BaseModel):
     event_seq: int
     """The last seq of the session's stream. A step in progress may have written events
     after it (those its checkpoints carry); the step's commit brings it level, so it is
-    exact whenever no run is in the middle of a step (store/sql/013)."""
+    exact whenever no run is in the middle of a step."""
     output: Any = None
     error: str | None = None
     stop_reason: str | None = None
@@ -182,7 +182,7 @@ class SessionRecord(BaseModel):
     created_at: datetime
     updated_at: datetime
     """When the session's status last changed: a run began or ended, a wait began or
-    ended, an interrupt was asked for (not at every step: store/sql/012)."""
+    ended, an interrupt was asked for (not at every step)."""
     messages: list[Message] = Field(default_factory=list)
     state: dict[str, Any] = Field(default_factory=dict)
     pending: list[PendingToolCall] = Field(default_factory=list)
@@ -209,7 +209,7 @@ class ResolvedCall(BaseModel):
 
 class KeyedEvent(BaseModel):
     """An event of a step with its key, unique in the session (``<run>.<step>.<part>``):
-    writing it again, from a replay or from the commit, writes nothing (store/sql/008)::
+    writing it again, from a replay or from the commit, writes nothing::
 
         >>> from helix_dbos.events import StepStartEvent
         >>> KeyedEvent(key="1.2.step_start", event=StepStartEvent(step=2)).to_row()
@@ -229,7 +229,7 @@ class KeyedEvent(BaseModel):
 
 
 class StepCommit(BaseModel):
-    """Everything one agent step writes, in ONE call to ``helix.commit_step`` (store/sql/009).
+    """Everything one agent step writes, in ONE call to ``helix.commit_step``.
 
     The commit writes only when the session is active at ``step - 1`` (compare-and-set on
     ``step_count``); a step this run committed already is recognized and not written
@@ -245,12 +245,11 @@ class StepCommit(BaseModel):
     snapshot: dict[str, Any] | None = None
     """A full copy of the state after the step, every so many steps."""
     events: list[KeyedEvent] = Field(default_factory=list)
-    """The step's events that workflow code produced (the LLM and tool steps' own ride in
-    their checkpoints); the commit writes those not written while the step ran."""
+    """Every keyed event of the step; the commit writes those not written while the step ran."""
     next_step: StepStartEvent | None = None
     """The next step's ``step_start``, written when the run goes on after this step. It has
     no key: only this commit writes it, once (a replayed commit writes nothing), and a key
-    would cost an entry of the stream's key index a step (store/sql/022)."""
+    would cost an entry of the stream's key index a step."""
     terminal: Terminal | None = None
     resolved: list[ResolvedCall] = Field(default_factory=list)
 
@@ -266,7 +265,7 @@ class StepCommit(BaseModel):
 
 
 class CommitOutcome(BaseModel):
-    """What ``helix.commit_step`` answered (store/sql/009).
+    """What ``helix.commit_step`` answered.
 
     ``interrupted``: an interrupt requested by anyone ended the run at this step.
     ``replayed``: this run had committed the step already (a replay); nothing was written.
@@ -300,7 +299,7 @@ class HookStateSave(BaseModel):
 
 
 class RecordedOutcome(BaseModel):
-    """How one tool call ended, recorded when it did (``helix.tool_outcomes``, store/sql/006).
+    """How one tool call ended, recorded when it did (``helix.tool_outcomes``).
 
     ``call_digest`` fingerprints the call's name and arguments, so an outcome is reused
     only for the very call that produced it; ``outcome`` is the tool step's ``ToolOutcome``

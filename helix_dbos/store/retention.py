@@ -27,8 +27,8 @@ _TABLES = (
     "companions",
 )
 """Every helix table with a ``session_id``, in an order that keeps foreign keys valid."""
-_NUMBERED_TABLES = ("stream", "step_messages", "step_patches", "step_usage")
-"""The tables that name their sessions by number (store/sql/016, 017, 019, 020, 021)."""
+_NUMBERED_TABLES = ("events", "messages", "state_patches")
+"""The tables that name their sessions by number."""
 
 
 class Cutoff(BaseModel):

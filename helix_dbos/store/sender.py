@@ -1,8 +1,9 @@
 """One daemon thread that sends a process's queued items to Postgres, in order, over an
 autocommit connection of its own: what the token-delta publisher and the live event
 writer share. The caller only appends to a queue; ``flush`` waits until what was queued
-before it is sent. A batch that fails is dropped (the subclass says what that means) and
-the thread reconnects for the next one::
+before it is sent. A batch that fails is tried again on a new connection for up to
+``retry_seconds`` (so a moment without a free connection does not reorder what is sent),
+then dropped (the subclass says what that means)::
 
     class Notifier(Sender[str]):
         def send(self, conn, items):
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import Generic, TypeVar
 
 import psycopg
@@ -36,6 +38,9 @@ class _Flush:
 
 class Sender(Generic[T]):
     """Sends items in the order put, in batches of what queued up meanwhile."""
+
+    retry_seconds = 0.0
+    """How long a failed batch is tried again before it is dropped."""
 
     def __init__(self, database_url: str, name: str) -> None:
         self._url = libpq_url(database_url)
@@ -84,14 +89,23 @@ class Sender(Generic[T]):
         """Send ``batch``; the connection to use next (None after a failure)."""
         if not batch:
             return conn
-        try:
-            if conn is None or conn.closed:
-                conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
-            self.send(conn, batch)
-            return conn
-        except psycopg.Error as error:
-            self.dropped(batch, error)
-            return None
+        deadline = time.monotonic() + self.retry_seconds
+        pause = 0.02
+        while True:
+            try:
+                if conn is None or conn.closed:
+                    conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
+                self.send(conn, batch)
+                return conn
+            except psycopg.Error as error:
+                if conn is not None and not conn.closed:
+                    conn.close()
+                conn = None
+                if time.monotonic() + pause > deadline:
+                    self.dropped(batch, error)
+                    return None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
 
     def _take_all(self) -> list[T | _Flush]:
         """The next item (waiting for one) and every item queued behind it."""

@@ -121,11 +121,9 @@ def append_messages(conn: sa.Connection, session_id: str, run: int, step: int, m
         conn.execute(
             sa.text(
                 "WITH s AS (UPDATE helix.sessions SET message_count = message_count + jsonb_array_length(CAST(:m AS jsonb))"
-                "  WHERE id = :id RETURNING message_count),"
-                " ins AS (INSERT INTO helix.step_messages (session_num, first_seq, run, step, messages)"
-                f"  SELECT {session_num()}, (SELECT message_count FROM s) - jsonb_array_length(CAST(:m AS jsonb)),"
-                "   :run, :step, CAST(:m AS jsonb) WHERE jsonb_array_length(CAST(:m AS jsonb)) > 0)"
-                " SELECT message_count FROM s"
+                "  WHERE id = :id RETURNING num, message_count)"
+                " SELECT message_count, helix.insert_messages(num, message_count - jsonb_array_length(CAST(:m AS jsonb)),"
+                "  :run, :step, CAST(:m AS jsonb)) FROM s"
             ),
             {"id": session_id, "m": payload, "run": run, "step": step},
         ).scalar_one()
@@ -155,7 +153,7 @@ def append_events(conn: sa.Connection, session_id: str, run: int, step: int, eve
 
 
 def append_keyed_events(conn: sa.Connection, session_id: str, run: int, step: int, events: list[KeyedEvent]) -> int:
-    """Append the keyed events not in the session's stream yet (store/sql/008); return how many."""
+    """Append the keyed events not in the session's stream yet; return how many."""
     return int(
         conn.execute(
             sa.text("SELECT helix.append_events_once(:id, :run, :step, CAST(:e AS jsonb))"),
@@ -165,7 +163,7 @@ def append_keyed_events(conn: sa.Connection, session_id: str, run: int, step: in
 
 
 def commit_step(conn: sa.Connection, commit: StepCommit) -> CommitOutcome:
-    """Commit one agent step with one statement (``helix.commit_step``, store/sql/009),
+    """Commit one agent step with one statement (``helix.commit_step``),
     which also drops the step's recorded tool outcomes (:func:`record_tool_outcome`): its
     checkpoints now hold them. Safe to repeat: a step already committed writes nothing and
     answers as it first did."""
@@ -176,8 +174,7 @@ def commit_step(conn: sa.Connection, commit: StepCommit) -> CommitOutcome:
 
 
 def save_hook_state(conn: sa.Connection, save: HookStateSave) -> list[dict[str, Any]] | None:
-    """Append what a committed step's hooks wrote: the step's second patch (part 1,
-    store/sql/007), its snapshot (when the step has one) and a ``state_patch`` event.
+    """Append what a committed step's hooks wrote: the step's second patch (part 1), its snapshot (when the step has one) and a ``state_patch`` event.
 
     Returns the patch as stored, or None, writing nothing, when the session is no longer
     at that step of that run (a later run or step began: the hooks' view is stale).
@@ -189,8 +186,7 @@ def save_hook_state(conn: sa.Connection, save: HookStateSave) -> list[dict[str, 
     params = {"s": save.session_id, "n": save.step, "run": save.run, "p": to_json(payload["patch"])}
     conn.execute(
         sa.text(
-            "INSERT INTO helix.step_patches (session_num, step, part, run, patch)"
-            f" VALUES ({session_num('s')}, :n, 1, :run, CAST(:p AS jsonb))"
+            f"SELECT helix.insert_state_patch({session_num('s')}, :n, CAST(1 AS smallint), :run, CAST(:p AS jsonb))"
         ),
         params,
     )
@@ -207,7 +203,7 @@ def save_hook_state(conn: sa.Connection, save: HookStateSave) -> list[dict[str, 
 
 
 def record_tool_outcome(conn: sa.Connection, outcome: RecordedOutcome) -> None:
-    """Record how a tool call ended, as soon as it did (store/sql/006); the first record
+    """Record how a tool call ended, as soon as it did; the first record
     of a call stays."""
     conn.execute(
         sa.text(
@@ -398,19 +394,16 @@ def fork_session(conn: sa.Connection, source_id: str, new_id: str, from_step: in
         sa.text(
             "INSERT INTO helix.sessions (id, agent_name, status, step_count, root_session_id, message_count)"
             " SELECT :new, agent_name, 'interrupted', :n, :new,"
-            "  (SELECT COALESCE(sum(jsonb_array_length(messages)), 0) FROM helix.step_messages"
-            f"   WHERE session_num = {session_num('src')} AND step <= :n)"
+            f"  (SELECT count(*) FROM helix.messages WHERE session_num = {session_num('src')} AND step <= :n)"
             " FROM helix.sessions WHERE id = :src"
         ),
         params,
     )
     conn.execute(
         sa.text(
-            "INSERT INTO helix.step_messages (session_num, first_seq, run, step, messages)"
-            f" SELECT {session_num('new')},"
-            "  COALESCE(sum(jsonb_array_length(messages)) OVER (ORDER BY first_seq ROWS UNBOUNDED PRECEDING), 0)"
-            "  - jsonb_array_length(messages), 0, step, messages"
-            f" FROM helix.transcript WHERE session_num = {session_num('src')} AND step <= :n"
+            "INSERT INTO helix.messages (session_num, seq, run, step, message)"
+            f" SELECT {session_num('new')}, seq, 0, step, message"
+            f" FROM helix.messages WHERE session_num = {session_num('src')} AND step <= :n"
         ),
         params,
     )
@@ -423,8 +416,8 @@ def fork_session(conn: sa.Connection, source_id: str, new_id: str, from_step: in
     )
     conn.execute(
         sa.text(
-            "INSERT INTO helix.step_patches (session_num, step, part, run, patch)"
-            f" SELECT {session_num('new')}, step, part, 0, patch FROM helix.state_log"
+            "INSERT INTO helix.state_patches (session_num, step, part, run, patch)"
+            f" SELECT {session_num('new')}, step, part, 0, patch FROM helix.state_patches"
             f" WHERE session_num = {session_num('src')} AND step <= :n"
         ),
         params,

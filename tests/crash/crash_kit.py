@@ -32,8 +32,8 @@ BEGIN
     PERFORM pg_sleep(0.4);
     RETURN NEW;
 END $$;
-CREATE TRIGGER test_slow_commit BEFORE INSERT ON helix.step_messages
-    FOR EACH ROW WHEN (NEW.messages @> '[{"role": "assistant"}]') EXECUTE FUNCTION helix.test_slow_commit();
+CREATE TRIGGER test_slow_commit BEFORE INSERT ON helix.messages
+    FOR EACH ROW WHEN (NEW.message->>'role' = 'assistant') EXECUTE FUNCTION helix.test_slow_commit();
 """
 """Makes each step's commit take 0.4 s, so a kill can land inside it."""
 

@@ -87,7 +87,7 @@ def test_a_kill_mid_stream_leaves_the_old_attempts_deltas_behind_a_complete_new_
 
     with psycopg.connect(libpq_url(url)) as conn:
         events = conn.execute(
-            "SELECT seq, type, key, data FROM helix.events WHERE session_id = %s ORDER BY seq", (SESSION,)
+            "SELECT seq, type, key, data FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", (SESSION,)
         ).fetchall()
     assert [seq for seq, *_ in events] == list(range(1, len(events) + 1))
     keys = [key for _, _, key, _ in events if key is not None]

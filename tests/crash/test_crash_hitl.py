@@ -77,7 +77,7 @@ def test_worker_killed_while_waiting_for_approval_recovers_and_runs_the_tool_onc
     assert ledger.read_text().splitlines() == ["100"], "the approved tool must run exactly once"
     with psycopg.connect(libpq_url(url)) as conn:
         contents = [r[0] for r in conn.execute(
-            "SELECT message->>'content' FROM helix.messages WHERE session_id = 'hitl-session' AND message->>'role' = 'tool'")]
+            "SELECT message->>'content' FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = 'hitl-session') AND message->>'role' = 'tool'")]
         audit = conn.execute(
             "SELECT answered_by, reason, approved FROM helix.tool_call_answers WHERE session_id = 'hitl-session'"
         ).fetchall()
@@ -115,7 +115,7 @@ def test_an_approval_after_the_deadline_while_no_worker_runs_is_refused_and_the_
     assert ledger.read_text() == "", "a call that timed out must never run"
     with psycopg.connect(libpq_url(url)) as conn:
         contents = [r[0] for r in conn.execute(
-            "SELECT message->>'content' FROM helix.messages WHERE session_id = 'hitl-session' AND message->>'role' = 'tool'")]
+            "SELECT message->>'content' FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = 'hitl-session') AND message->>'role' = 'tool'")]
         audit = conn.execute("SELECT 1 FROM helix.tool_call_answers WHERE session_id = 'hitl-session'").fetchall()
         pending = conn.execute(
             "SELECT status FROM helix.pending_tool_calls WHERE session_id = 'hitl-session'").fetchall()

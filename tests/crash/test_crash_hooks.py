@@ -35,7 +35,7 @@ BEGIN
     PERFORM pg_sleep(0.4);
     RETURN NEW;
 END $$;
-CREATE TRIGGER test_slow_save BEFORE INSERT ON helix.step_patches
+CREATE TRIGGER test_slow_save BEFORE INSERT ON helix.state_patches
     FOR EACH ROW WHEN (NEW.part = 1) EXECUTE FUNCTION helix.test_slow_save();
 """
 
@@ -54,7 +54,7 @@ def in_save(step: int) -> KillPoint:
         running = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
             " AND state = 'active' AND query LIKE %s",
-            ("%INSERT INTO helix.step_patches%",),
+            ("%helix.insert_state_patch(%",),
         ).fetchone()
         return running is not None and running[0] > 0
 
@@ -66,7 +66,7 @@ def saved(step: int) -> KillPoint:
 
     def ready(conn: psycopg.Connection, marks: Path) -> bool:
         row = conn.execute(
-            "SELECT 1 FROM helix.state_patches WHERE session_id = %s AND step = %s AND part = 1", (SESSION, step)
+            "SELECT 1 FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) AND step = %s AND part = 1", (SESSION, step)
         ).fetchone()
         return row is not None
 
@@ -84,10 +84,10 @@ def snapshot(url: str) -> dict[str, Any]:
     """The session as stored: what must match an uninterrupted run."""
     with psycopg.connect(libpq_url(url)) as conn:
         patches = conn.execute(
-            "SELECT step, part, patch FROM helix.state_patches WHERE session_id = %s ORDER BY step, part", (SESSION,)
+            "SELECT step, part, patch FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY step, part", (SESSION,)
         ).fetchall()
         events = conn.execute(
-            "SELECT seq, step, type, data FROM helix.events WHERE session_id = %s ORDER BY seq", (SESSION,)
+            "SELECT seq, step, type, data FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", (SESSION,)
         ).fetchall()
         session = conn.execute(
             "SELECT status, step_count, run_count FROM helix.sessions WHERE id = %s", (SESSION,)

@@ -38,7 +38,7 @@ KillPoint = Callable[[psycopg.Connection], bool]
 
 def _count(conn: psycopg.Connection, step: int, event_type: str) -> int:
     row = conn.execute(
-        "SELECT count(*) FROM helix.events WHERE session_id = %s AND step = %s AND type = %s",
+        "SELECT count(*) FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) AND step = %s AND type = %s",
         (SESSION, step, event_type),
     ).fetchone()
     return int(row[0]) if row else 0
@@ -80,7 +80,7 @@ def stream(url: str) -> list[tuple[int, int, str, str | None]]:
     with psycopg.connect(libpq_url(url)) as conn:
         return [
             (r[0], r[1], r[2], r[3])
-            for r in conn.execute("SELECT seq, step, type, key FROM helix.events WHERE session_id = %s ORDER BY seq",
+            for r in conn.execute("SELECT seq, step, type, key FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq",
                                   (SESSION,))
         ]
 

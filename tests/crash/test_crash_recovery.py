@@ -43,7 +43,7 @@ def timed(seconds: float) -> KillPoint:
 
     def ready(conn: psycopg.Connection, session_id: str, marks: Path) -> bool:
         if "t0" not in state:
-            row = conn.execute("SELECT 1 FROM helix.events WHERE session_id = %s", (session_id,)).fetchone()
+            row = conn.execute("SELECT 1 FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s)", (session_id,)).fetchone()
             if row is None:
                 return False
             state["t0"] = time.monotonic()
@@ -129,18 +129,18 @@ def snapshot(url: str, session_id: str) -> dict[str, Any]:
             (session_id,),
         ).fetchone()
         messages = [r[0] for r in conn.execute(
-            "SELECT message FROM helix.messages WHERE session_id = %s ORDER BY seq", (session_id,))]
+            "SELECT message FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", (session_id,))]
         seqs = [r[0] for r in conn.execute(
-            "SELECT seq FROM helix.messages WHERE session_id = %s ORDER BY seq", (session_id,))]
+            "SELECT seq FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", (session_id,))]
         patches = [r[0] for r in conn.execute(
-            "SELECT patch FROM helix.state_patches WHERE session_id = %s ORDER BY step", (session_id,))]
+            "SELECT patch FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY step", (session_id,))]
         usage = conn.execute(
-            "SELECT source, name, count(*), sum(total_tokens) FROM helix.usage WHERE session_id = %s"
+            "SELECT source, name, count(*), sum(total_tokens) FROM helix.session_usage(%s)"
             " GROUP BY source, name ORDER BY source, name", (session_id,)).fetchall()
         events = [(r[0], r[1]) for r in conn.execute(
-            "SELECT type, step FROM helix.events WHERE session_id = %s ORDER BY seq", (session_id,))]
+            "SELECT type, step FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", (session_id,))]
         event_seqs = [r[0] for r in conn.execute(
-            "SELECT seq FROM helix.events WHERE session_id = %s ORDER BY seq", (session_id,))]
+            "SELECT seq FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", (session_id,))]
         state_rows = conn.execute(
             "SELECT count(*) FROM helix.runs WHERE session_id = %s", (session_id,)).fetchone()
     assert seqs == list(range(len(seqs))), "message seq numbers have a gap or a duplicate"

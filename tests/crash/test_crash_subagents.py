@@ -102,7 +102,7 @@ def test_worker_killed_while_two_children_run_recovers_each_child_exactly_once(
     for call_id, label in CHILDREN.items():
         child_id = child_ids[call_id]
         assert query(url, "SELECT run, status FROM helix.runs WHERE session_id = %s", child_id) == [(1, "completed")]
-        event_types = [r[0] for r in query(url, "SELECT type FROM helix.events WHERE session_id = %s ORDER BY seq", child_id)]
+        event_types = [r[0] for r in query(url, "SELECT type FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", child_id)]
         assert event_types.count("run_start") == 1 and event_types.count("finish") == 1, event_types
         assert event_types.count("tool_result") == 1, event_types
         assert_transcript_sound(url, child_id)
@@ -122,13 +122,13 @@ def test_worker_killed_while_two_children_run_recovers_each_child_exactly_once(
         ("c1", False, 'child a got {"worked":"a"}'),
         ("c2", False, 'child b got {"worked":"b"}'),
     ]
-    parent_events = [r[0] for r in query(url, "SELECT type FROM helix.events WHERE session_id = %s ORDER BY seq", SESSION)]
+    parent_events = [r[0] for r in query(url, "SELECT type FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", SESSION)]
     assert parent_events.count("subagent_start") == 2 and parent_events.count("subagent_finish") == 2, parent_events
     assert parent_events.count("finish") == 1
 
 
 def assert_transcript_sound(url: str, session_id: str) -> list[Any]:
-    rows = query(url, "SELECT seq, message FROM helix.messages WHERE session_id = %s ORDER BY seq", session_id)
+    rows = query(url, "SELECT seq, message FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", session_id)
     assert [r[0] for r in rows] == list(range(len(rows))), f"{session_id}: message seqs have a gap or a duplicate"
     messages = [MessageAdapter.validate_python(r[1]) for r in rows]
     assert unpaired_tool_call_ids(messages) == [], f"{session_id}: a tool call without a result"

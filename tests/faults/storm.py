@@ -40,7 +40,9 @@ def assert_all_completed_once(url: str, app: subprocess.Popen[str]) -> None:
     assert json.loads(out.strip().splitlines()[-1]) == {f"storm-{i}": "completed" for i in range(SESSIONS)}
     with psycopg.connect(libpq_url(url)) as conn:
         runs = conn.execute("SELECT count(*), count(*) FILTER (WHERE status = 'completed') FROM helix.runs").fetchone()
-        messages = conn.execute("SELECT session_id, count(*) FROM helix.messages GROUP BY session_id").fetchall()
+        messages = conn.execute(
+            "SELECT s.id, count(*) FROM helix.messages m JOIN helix.sessions s ON s.num = m.session_num GROUP BY s.id"
+        ).fetchall()
         steps = conn.execute("SELECT DISTINCT step_count FROM helix.sessions").fetchall()
         notes = conn.execute("SELECT count(DISTINCT (session_id, call_id)) FROM storm.ledger").fetchone()
     assert runs == (SESSIONS, SESSIONS)

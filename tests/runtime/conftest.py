@@ -222,17 +222,17 @@ def session_status(executor: Any, session_id: str) -> str | None:
 
 
 def events(executor: Any, session_id: str) -> list[dict[str, Any]]:
-    return rows(executor, "SELECT seq, run, step, type, data FROM helix.events WHERE session_id = :id ORDER BY seq", id=session_id)
+    return rows(executor, "SELECT seq, run, step, type, data FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :id) ORDER BY seq", id=session_id)
 
 
-USAGE_ORDER = "run, step, array_position(ARRAY['llm', 'tool', 'client_tool_wait'], source), id, name"
+USAGE_ORDER = "run, step, array_position(ARRAY['llm', 'tool', 'client_tool_wait'], source), name"
 """The usage ledger in the order a step's usage happens: the model's call, its tools, the
-client tools' waits. Rows a step_finish event holds have no id (store/sql/021)."""
+client tools' waits."""
 
 
 def usage_rows(executor: Any, session_id: str) -> list[dict[str, Any]]:
     return rows(executor, "SELECT run, step, source, name, input_tokens, output_tokens, total_tokens, success"
-                f" FROM helix.usage WHERE session_id = :id ORDER BY {USAGE_ORDER}", id=session_id)
+                f" FROM helix.session_usage(:id) ORDER BY {USAGE_ORDER}", id=session_id)
 
 
 @pytest.fixture(autouse=True)

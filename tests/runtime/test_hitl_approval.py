@@ -313,7 +313,7 @@ def test_two_gated_calls_answered_in_reverse_order_commit_in_call_order_in_one_s
     assert [p["tool_call_id"] for p in listed] == ["g1", "g2"]  # answered, but the step is not committed
     step_rows = (
         "SELECT seq, step, message->>'role' AS role, message->>'tool_call_id' AS call"
-        " FROM helix.messages WHERE session_id = :id ORDER BY seq"
+        " FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :id) ORDER BY seq"
     )
     assert [r["role"] for r in rows(executor, step_rows, id=sid)] == ["user"]
     assert ledger.ran == []

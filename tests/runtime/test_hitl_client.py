@@ -86,7 +86,7 @@ def test_a_client_result_becomes_the_tool_result_and_the_wait_is_usage(executor:
 
     [wait] = rows(
         executor,
-        "SELECT step, name, ms, success FROM helix.usage WHERE session_id = :id AND source = 'client_tool_wait'",
+        "SELECT step, name, ms, success FROM helix.session_usage(:id) WHERE source = 'client_tool_wait'",
         id=sid,
     )
     assert (wait["step"], wait["name"], wait["success"]) == (1, "ask_user", True)
@@ -149,7 +149,7 @@ def test_an_unanswered_client_call_times_out(executor: Any) -> None:
     timed_out = result_for(executor.get_session(handle.session_id).messages, "c1")
     assert (timed_out.content, timed_out.is_error) == ("Tool call c1 timed out waiting for the client's result", True)
     [wait] = rows(
-        executor, "SELECT success, ms FROM helix.usage WHERE session_id = :id AND source = 'client_tool_wait'",
+        executor, "SELECT success, ms FROM helix.session_usage(:id) WHERE source = 'client_tool_wait'",
         id=handle.session_id,
     )
     assert wait["success"] is False and wait["ms"] >= 500

@@ -182,7 +182,7 @@ def test_the_run_ignores_an_answer_recorded_after_the_deadline(executor: Any) ->
     expected = "Tool call c1 timed out waiting for the client's result"
     assert (timed_out.content, timed_out.is_error) == (expected, True)
     assert pending_row(executor, sid, "c1")["status"] == "timed_out"
-    [wait] = rows(executor, "SELECT success FROM helix.usage WHERE session_id = :s AND source = 'client_tool_wait'",
+    [wait] = rows(executor, "SELECT success FROM helix.session_usage(:s) WHERE source = 'client_tool_wait'",
                   s=sid)
     assert wait["success"] is False
     assert ("after_tool", ("c1", expected, True)) in seen and ("on_message", expected) in seen

@@ -188,7 +188,7 @@ def test_writing_a_steps_keyed_events_again_writes_nothing(executor):
     after = events(executor, sid)
     assert after[: len(before)] == before and len(after) == len(before) + 1
     assert after[-1]["seq"] == before[-1]["seq"] + 1
-    keys = [r["key"] for r in rows(executor, "SELECT key FROM helix.events WHERE session_id = :s ORDER BY seq", s=sid)]
+    keys = [r["key"] for r in rows(executor, "SELECT key FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY seq", s=sid)]
     assert keys[:3] == [None, "1.1.step_start", "1.1.text"] and keys[-1] == "1.1.extra"
     session = rows(executor, "SELECT event_seq FROM helix.sessions WHERE id = :s", s=sid)[0]
     assert session["event_seq"] == after[-1]["seq"]

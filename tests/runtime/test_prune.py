@@ -33,9 +33,10 @@ from helix_dbos import ApprovalResponse, create_sub_agent_tool, define_agent, de
 from helix_dbos.client import admin
 
 TABLES = (
-    "runs", "messages", "events", "usage", "state_patches", "state_snapshots",
+    "runs", "messages", "events", "state_patches", "state_snapshots",
     "pending_tool_calls", "tool_call_answers", "tool_outcomes",
 )
+NUMBERED = ("messages", "events", "state_patches")
 
 
 class Empty(BaseModel):
@@ -46,7 +47,8 @@ def footprint(executor: Any, session_id: str) -> dict[str, int]:
     """How many rows of each helix table belong to the session, and of its DBOS workflows."""
     counts = {"sessions": len(rows(executor, "SELECT 1 FROM helix.sessions WHERE id = :s", s=session_id))}
     for table in TABLES:
-        counts[table] = len(rows(executor, f"SELECT 1 FROM helix.{table} WHERE session_id = :s", s=session_id))
+        key = "session_num = (SELECT num FROM helix.sessions WHERE id = :s)" if table in NUMBERED else "session_id = :s"
+        counts[table] = len(rows(executor, f"SELECT 1 FROM helix.{table} WHERE {key}", s=session_id))
     pattern = f"helix:{session_id}:run:%"
     counts["workflows"] = len(rows(executor, "SELECT 1 FROM dbos.workflow_status WHERE workflow_uuid LIKE :p", p=pattern))
     counts["steps"] = len(rows(executor, "SELECT 1 FROM dbos.operation_outputs WHERE workflow_uuid LIKE :p", p=pattern))

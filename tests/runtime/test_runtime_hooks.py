@@ -271,7 +271,7 @@ def test_every_post_commit_hook_kinds_write_is_kept_in_the_state_the_patch_log_a
     assert seen == [{"items": ["pear"], "messages": 2, "after": [], "steps": 0, "done": False}]
     assert executor.get_session(sid).state == AFTER_STEP_2
     assert [executor.get_session(sid, at_step=n).state for n in (1, 2)] == [AFTER_STEP_1, AFTER_STEP_2]
-    log = rows(executor, "SELECT step, part, patch FROM helix.state_patches WHERE session_id = :s ORDER BY step, part", s=sid)
+    log = rows(executor, "SELECT step, part, patch FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY step, part", s=sid)
     assert [(r["step"], r["part"]) for r in log] == [(1, 0), (1, 1), (2, 1)]
     assert log[0]["patch"] == [{"op": "add", "path": "/items/-", "value": "pear"}]
     assert sorted(log[2]["patch"], key=lambda op: op["path"]) == [
@@ -329,7 +329,7 @@ def test_hooks_that_write_nothing_add_no_step_and_no_patch(executor: Any) -> Non
     assert recorded_steps(handle) == [
         "helix_begin_run", "llm", "tool:add", "llm",
     ]
-    log = rows(executor, "SELECT step, part FROM helix.state_patches WHERE session_id = :s", s=handle.session_id)
+    log = rows(executor, "SELECT step, part FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)", s=handle.session_id)
     assert log == [{"step": 1, "part": 0}]
 
 

@@ -55,7 +55,7 @@ def snapshot(executor: Any, session_id: str) -> dict[str, Any]:
     return {
         "session": rows(executor, "SELECT status, step_count, run_count, message_count, event_seq, output"
                         " FROM helix.sessions WHERE id = :s", s=session_id),
-        "messages": rows(executor, "SELECT seq, message FROM helix.messages WHERE session_id = :s ORDER BY seq", s=session_id),
+        "messages": rows(executor, "SELECT seq, message FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY seq", s=session_id),
         "runs": rows(executor, "SELECT run, status FROM helix.runs WHERE session_id = :s ORDER BY run", s=session_id),
     }
 
@@ -97,21 +97,22 @@ def test_execute_on_a_completed_session_is_a_new_turn_that_sees_the_whole_transc
     assert executor.handle(first.session_id, run=1) == first
 
 
-def test_the_transcript_keeps_a_step_s_messages_in_one_row_and_reads_back_message_by_message(executor):
-    """``helix.transcript`` has one row per step (store/sql/017); the transcript, the view by
-    session id, a fork and a prefix read all see the messages one by one, in order."""
+def test_the_transcript_keeps_each_message_whole_in_a_row_of_its_own(executor):
+    """``helix.messages`` has one row per message, stored whole; the transcript, a fork and
+    a prefix read all see the messages one by one, in order."""
     agent = define_agent(unique("rows"), tools=[note])
     use_model(executor, calls(call("c1", "note", {"value": "x"}), call("c2", "note", {"value": "y"})), text("done"))
     handle = executor.execute(agent, "go")
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     sid = handle.session_id
 
-    stored = rows(executor, "SELECT first_seq, step, jsonb_array_length(messages) AS n FROM helix.transcript"
-                  " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY first_seq", s=sid)
-    assert [(r["first_seq"], r["step"], r["n"]) for r in stored] == [(0, 0, 1), (1, 1, 3), (4, 2, 1)]
+    stored = rows(executor, "SELECT seq, step, message FROM helix.messages"
+                  " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY seq", s=sid)
+    assert [(r["seq"], r["step"]) for r in stored] == [(0, 0), (1, 1), (2, 1), (3, 1), (4, 2)]
     roles = ["user", "assistant", "tool", "tool", "assistant"]
-    by_view = rows(executor, "SELECT seq, message->>'role' AS role FROM helix.messages WHERE session_id = :s ORDER BY seq", s=sid)
-    assert [(r["seq"], r["role"]) for r in by_view] == list(enumerate(roles))
+    assert [r["message"]["role"] for r in stored] == roles
+    assert stored[1]["message"]["tool_calls"][0]["arguments"] == {"value": "x"}, "a call is stored whole"
+    assert stored[2]["message"]["tool_name"] == "note", "a tool result is stored whole"
     session = executor.get_session(sid)
     assert [m.role for m in session.messages] == roles and session.message_count == 5
     assert [m.tool_call_id for m in session.messages if isinstance(m, ToolResultMessage)] == ["c1", "c2"]
@@ -125,9 +126,9 @@ def test_the_transcript_keeps_a_step_s_messages_in_one_row_and_reads_back_messag
         assert [(e.seq, e.step) for e in reads.transcript(conn, sid)] == [(0, 0), (1, 1), (2, 1), (3, 1), (4, 2)]
 
 
-def test_a_continued_run_reads_back_from_the_stream_what_the_transcript_left_to_it(executor):
-    """A step's row keeps only what the stream does not hold word for word (store/sql/019);
-    the next run's model sees the transcript exactly as the first run's model did."""
+def test_a_continued_run_sees_the_transcript_as_the_first_run_s_model_did(executor):
+    """The next run's model sees the transcript read back from ``helix.messages`` exactly as
+    the first run's model saw it in memory."""
     agent = define_agent(unique("by-ref"), tools=[note])
     mock = use_model(
         executor,
@@ -139,11 +140,6 @@ def test_a_continued_run_reads_back_from_the_stream_what_the_transcript_left_to_
     assert first.result(timeout=RESULT_TIMEOUT).status == "completed"
     sid = first.session_id
     seen_in_memory = mock.get_last_input().messages  # system, user, assistant, tool, tool
-
-    stored = rows(executor, "SELECT step, messages FROM helix.step_messages"
-                  " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY first_seq", s=sid)
-    step_one = stored[1]["messages"]
-    assert step_one == [{"role": "assistant", "content": None, "tool_calls": ["c1", "c2"]}, "c1", "c2"]
 
     second = executor.execute(agent, "more", session_id=sid)
     assert second.result(timeout=RESULT_TIMEOUT).status == "completed"
@@ -198,7 +194,8 @@ def test_legacy_session_with_an_unpaired_finish_is_healed_when_continued(executo
         )
         for seq, message in enumerate(transcript):
             conn.exec_driver_sql(
-                "INSERT INTO helix.messages (session_id, seq, run, step, message) VALUES (%s, %s, 1, %s, %s)",
+                "INSERT INTO helix.messages (session_num, seq, run, step, message)"
+                " VALUES ((SELECT num FROM helix.sessions WHERE id = %s), %s, 1, %s, %s)",
                 (sid, seq, seq, to_json(message.model_dump(mode="json", exclude_none=True))),
             )
     mock = MockLLMAdapter()

@@ -18,10 +18,14 @@ from helix_dbos.types import AssistantMessage
 
 def counts(executor: Any, session_id: str) -> dict[str, int]:
     """How many rows the session has in each table a commit writes to."""
-    return {
-        table: rows(executor, f"SELECT count(*) AS n FROM helix.{table} WHERE session_id = :s", s=session_id)[0]["n"]
-        for table in ("messages", "events", "state_patches", "usage")
+    where = {
+        "messages": "helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)",
+        "events": "helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)",
+        "state_patches": "helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)",
+        "usage": "helix.session_usage(:s)",
     }
+    return {table: rows(executor, f"SELECT count(*) AS n FROM {rows_of}", s=session_id)[0]["n"]
+            for table, rows_of in where.items()}
 
 
 def again(session_id: str, run: int, step: int) -> StepCommit:
@@ -63,7 +67,7 @@ def test_a_replayed_commit_of_the_step_an_interrupt_ended_still_says_interrupted
 
     assert (outcome.replayed, outcome.interrupted) == (True, True)
     assert counts(executor, handle.session_id) == before
-    keys = [r["key"] for r in rows(executor, "SELECT key FROM helix.events WHERE session_id = :s AND type = 'interrupted'",
+    keys = [r["key"] for r in rows(executor, "SELECT key FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) AND type = 'interrupted'",
                                    s=handle.session_id)]
     assert keys == ["1.1.interrupted"]
 

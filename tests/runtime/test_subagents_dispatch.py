@@ -295,7 +295,7 @@ def test_a_child_has_its_own_state_and_its_events_are_tagged_into_the_parent_str
     assert executor.get_session(handle.session_id).state == {"count": 1}
     assert executor.get_session(child_id).state == {"items": ["remember this"]}
     assert seen_by_child == [{"items": []}]
-    assert not rows(executor, "SELECT 1 FROM helix.state_patches WHERE session_id = :p AND patch::text LIKE '%items%'",
+    assert not rows(executor, "SELECT 1 FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :p) AND patch::text LIKE '%items%'",
                     p=handle.session_id)
     # The child's tool calls live in the child's transcript only.
     parent_messages = executor.get_session(handle.session_id).messages

@@ -73,7 +73,8 @@ def completed(handle: Any) -> Any:
 def assert_no_unstorable_rows(executor: Any, session_id: str) -> None:
     """Nothing stored for the session holds a NUL or a lone surrogate (jsonb could not)."""
     for table, column in (("messages", "message"), ("events", "data")):
-        for row in rows(executor, f"SELECT {column}::text AS t FROM helix.{table} WHERE session_id = :s", s=session_id):
+        sql = f"SELECT {column}::text AS t FROM helix.{table} WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)"
+        for row in rows(executor, sql, s=session_id):
             assert "\\u0000" not in row["t"] and "\\ud8" not in row["t"], row
 
 

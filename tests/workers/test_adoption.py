@@ -71,9 +71,9 @@ def once_per_step(url: str, sessions: list[str]) -> None:
     with psycopg.connect(libpq_url(url)) as conn:
         for sid in sessions:
             roles = [r[0] for r in conn.execute(
-                "SELECT message->>'role' FROM helix.messages WHERE session_id = %s ORDER BY seq", (sid,))]
+                "SELECT message->>'role' FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", (sid,))]
             assert roles == ["user", "assistant", "tool", "assistant", "tool"], (sid, roles)
-            types = [r[0] for r in conn.execute("SELECT type FROM helix.events WHERE session_id = %s", (sid,))]
+            types = [r[0] for r in conn.execute("SELECT type FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s)", (sid,))]
             counts = {t: types.count(t) for t in ("run_start", "step_finish", "finish", "tool_result")}
             assert counts == {"run_start": 1, "step_finish": 2, "finish": 1, "tool_result": 1}, (sid, counts)
             steps = conn.execute("SELECT step_count, status FROM helix.sessions WHERE id = %s", (sid,)).fetchone()

@@ -20,7 +20,7 @@ import pytest
 
 from helix_dbos.client.queues import RunEnqueuer
 from helix_dbos.database import libpq_url
-from worker_kit import Proc, scale_database, start_worker
+from worker_kit import Proc, scale_database, start_worker, until
 
 SESSIONS = 100
 STEPS = 5
@@ -87,6 +87,9 @@ def test_runs_survive_two_minutes_of_killed_and_drained_workers(url: str, procs:
     for victim_id, victim in drained:
         assert victim.popen.wait(30) == 0, "\n".join(victim.errors[-20:])
     handed_back = [next(line for line in victim.lines if " handed back " in line) for _, victim in drained]
+    killed_ids = [eid for eid, _, _ in killed]
+    until(url, "SELECT count(*) FROM helix.workers WHERE state = 'adopted' AND executor_id = ANY(%s)", (killed_ids,),
+          lambda n: n == len(killed_ids), "every killed worker adopted (the last may have had no run left)", timeout=40)
     with psycopg.connect(libpq_url(url)) as conn:
         adopted_at = dict(conn.execute(
             "SELECT executor_id, extract(epoch FROM adopted_at) FROM helix.workers WHERE state = 'adopted'").fetchall())

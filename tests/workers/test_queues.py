@@ -131,9 +131,9 @@ def test_sixty_sessions_on_three_workers_survive_a_killed_worker(scale_database:
 
     with psycopg.connect(libpq_url(url)) as conn:
         for sid in sessions:
-            seqs = [r[0] for r in conn.execute("SELECT seq FROM helix.messages WHERE session_id = %s ORDER BY seq", (sid,))]
+            seqs = [r[0] for r in conn.execute("SELECT seq FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", (sid,))]
             assert seqs == list(range(5)), (sid, seqs)  # user, assistant, tool, assistant, finish result
-            events = [r[0] for r in conn.execute("SELECT type FROM helix.events WHERE session_id = %s ORDER BY seq", (sid,))]
+            events = [r[0] for r in conn.execute("SELECT type FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", (sid,))]
             assert events.count("finish") == 1 and events.count("run_start") == 1, (sid, events)
         runs_per_session = dict(conn.execute("SELECT session_id, count(*) FROM helix.runs GROUP BY session_id").fetchall())
         assert runs_per_session == {sid: 1 for sid in sessions}
@@ -195,7 +195,7 @@ def test_a_queued_runs_approval_comes_from_another_process(scale_database: str, 
     assert "tool_approval_request" in types and types[-1] == "finish", types
     with psycopg.connect(libpq_url(url)) as conn:
         tool_result = conn.execute(
-            "SELECT message FROM helix.messages WHERE session_id = 'gated-1' AND message->>'role' = 'tool' ORDER BY seq LIMIT 1"
+            "SELECT message FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = 'gated-1') AND message->>'role' = 'tool' ORDER BY seq LIMIT 1"
         ).fetchone()[0]
         priority, executor_id = conn.execute(
             "SELECT priority, executor_id FROM dbos.workflow_status WHERE workflow_uuid = %s", (run.workflow_id,)
@@ -260,9 +260,9 @@ def completed_once(url: str, sessions: list[str]) -> None:
     with psycopg.connect(libpq_url(url)) as conn:
         for sid in sessions:
             roles = [r[0] for r in conn.execute(
-                "SELECT message->>'role' FROM helix.messages WHERE session_id = %s ORDER BY seq", (sid,))]
+                "SELECT message->>'role' FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", (sid,))]
             assert roles == ["user", "assistant", "tool", "assistant", "tool"], (sid, roles)
-            types = [r[0] for r in conn.execute("SELECT type FROM helix.events WHERE session_id = %s", (sid,))]
+            types = [r[0] for r in conn.execute("SELECT type FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s)", (sid,))]
             assert (types.count("run_start"), types.count("finish"), types.count("tool_result")) == (1, 1, 1), types
             runs = conn.execute("SELECT status FROM helix.runs WHERE session_id = %s", (sid,)).fetchall()
             assert runs == [("completed",)], (sid, runs)
@@ -362,6 +362,6 @@ def test_a_deadline_fires_while_the_run_holds_no_slot(scale_database: str, procs
         assert enqueuer.result(run, timeout=30).status == "completed"
         assert enqueuer.result(busy, timeout=30).status == "completed"
     with psycopg.connect(libpq_url(url)) as conn:
-        tool = conn.execute("SELECT message FROM helix.messages WHERE session_id = 'soon-1'"
+        tool = conn.execute("SELECT message FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = 'soon-1')"
                             " AND message->>'role' = 'tool' ORDER BY seq LIMIT 1").fetchone()[0]
     assert "timed out" in json.dumps(tool).lower(), tool

@@ -1,5 +1,0 @@
--- Server-side functions for the hot path: one agent step is committed by ONE call to
--- helix.commit_step inside the DBOS datasource transaction that checkpoints it.
---
--- The functions this version changed are in functions/, each as it is now: migrate
--- applies a function's file whenever it changed (helix_dbos/store/migrations.py).

@@ -1,4 +1,0 @@
--- helix.active_statuses(): the statuses of a session with a run in progress.
---
--- The functions this version changed are in functions/, each as it is now: migrate
--- applies a function's file whenever it changed (helix_dbos/store/migrations.py).

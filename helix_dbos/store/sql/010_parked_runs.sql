@@ -1,9 +1,0 @@
--- A run that waits for people parks: its workflow ends, a waiter workflow per waiting
--- step (helix:<s>:run:<n>:wait:<k>, named helix_await_answers) receives the answers and
--- enqueues the run's continuation (helix:<s>:run:<n>:step:<k>, a helix_agent_run).
--- helix.runs.workflow_id is the run's workflow of the moment: the newest of these, made
--- so in the transaction in which DBOS creates it, so helix's commands and DBOS's tools
--- always act on the workflow that holds the run.
---
--- The functions this version changed are in functions/, each as it is now: migrate
--- applies a function's file whenever it changed (helix_dbos/store/migrations.py).

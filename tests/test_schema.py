@@ -1,0 +1,126 @@
+"""The helix schema: one baseline migration, plain tables, and on DBOS's tables only the
+documented triggers (``helix_dbos/store/dbos_hooks.py``).
+
+``migrate`` on an empty database creates the baseline in one step; the schema has no view
+and no INSTEAD OF trigger; every trigger on a ``dbos.*`` table that is not DBOS's own is
+on the documented list; a DBOS schema helix was not tested with is refused with one line;
+a migration is one transaction, and it waits for a DBOS transaction that is inside one of
+helix's triggers instead of deadlocking with it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+from helix_dbos.database import libpq_url
+from helix_dbos.errors import DatabaseError, SchemaOutdatedError
+from helix_dbos.store import dbos_hooks
+from helix_dbos.store.migrations import Migration, check_schema, load_migrations, migrate
+
+TABLES = {
+    "companion_notices", "companions", "events", "messages", "pending_tool_calls", "runs", "schema_version",
+    "sessions", "state_patches", "state_snapshots", "tool_call_answers", "tool_outcomes", "workers",
+}
+DOCUMENTED_HOOKS = {
+    ("workflow_status", "helix_follow_status"),
+    ("workflow_status", "helix_follow_new_workflow"),
+    ("workflow_status", "helix_refuse_pickled_run"),
+    ("notifications", "helix_refuse_pickled_message"),
+}
+
+
+def fetch(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(libpq_url(url)) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def test_migrate_creates_the_baseline_in_one_step(make_database: Callable[[], str]) -> None:
+    url = make_database()
+    assert [(m.version, m.name) for m in load_migrations()][0] == (1, "baseline")
+    assert migrate(url).versions == [1]
+    tables = fetch(url, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'helix'"
+                        " AND table_type = 'BASE TABLE'")
+    assert {t for (t,) in tables} == TABLES
+    check_schema(url)
+
+
+def test_the_schema_keeps_no_view_and_no_instead_of_trigger(database_url: str) -> None:
+    assert fetch(database_url, "SELECT table_name FROM information_schema.views WHERE table_schema = 'helix'") == []
+    instead = fetch(database_url, "SELECT trigger_name FROM information_schema.triggers"
+                                  " WHERE trigger_schema = 'helix' AND action_timing = 'INSTEAD OF'")
+    assert instead == []
+
+
+def test_the_only_helix_triggers_on_dbos_tables_are_the_documented_ones(database_url: str) -> None:
+    found = fetch(
+        database_url,
+        "SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_proc p ON p.oid = t.tgfoid"
+        " JOIN pg_namespace pn ON pn.oid = p.pronamespace"
+        " WHERE n.nspname = 'dbos' AND NOT t.tgisinternal AND pn.nspname = 'helix'",
+    )
+    assert set(found) == DOCUMENTED_HOOKS
+    assert {name for _, name in DOCUMENTED_HOOKS} == set(dbos_hooks.HOOKS)
+    for name in dbos_hooks.HOOKS:
+        assert f"``{name}``" in (dbos_hooks.__doc__ or ""), f"{name} is not on the module's list"
+
+
+def test_check_schema_names_a_missing_hook_and_migrate_puts_it_back(make_database: Callable[[], str]) -> None:
+    url = make_database()
+    migrate(url)
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute("DROP TRIGGER helix_follow_status ON dbos.workflow_status")
+    with pytest.raises(SchemaOutdatedError, match="triggers on DBOS's tables are missing"):
+        check_schema(url)
+    assert migrate(url).versions == []
+    check_schema(url)
+
+
+def test_migrate_refuses_a_dbos_schema_it_was_not_tested_with_in_one_line(make_database: Callable[[], str]) -> None:
+    url = make_database()
+    migrate(url)  # DBOS's tables, then helix's
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute("DROP SCHEMA helix CASCADE")
+        conn.execute("UPDATE dbos.dbos_migrations SET version = version + 1000")
+    with pytest.raises(SchemaOutdatedError) as refused:
+        migrate(url)
+    message = str(refused.value)
+    assert "\n" not in message and "tested with" in message, message
+    assert fetch(url, "SELECT to_regclass('helix.sessions')") == [(None,)], "nothing of helix's is written"
+
+
+def test_a_failing_migration_applies_nothing(make_database: Callable[[], str]) -> None:
+    url = make_database()
+    broken = [*load_migrations(), Migration(2, "broken", "CREATE TABLE helix.fine (x int); SELECT 1/0;")]
+    with pytest.raises(DatabaseError, match="division by zero"):
+        migrate(url, migrations=broken)
+    assert fetch(url, "SELECT to_regclass('helix.sessions'), to_regclass('helix.fine')") == [(None, None)]
+
+
+def test_a_migration_waits_for_a_dbos_transaction_in_a_helix_trigger_instead_of_deadlocking(
+    make_database: Callable[[], str],
+) -> None:
+    """DBOS updates ``dbos.workflow_status`` and then, in helix's trigger, reads helix's
+    tables. A later migration that alters a helix table must take DBOS's hooked tables
+    first, or each side waits for the other until Postgres aborts one."""
+    url = make_database()
+    migrate(url)
+    later = [*load_migrations(), Migration(2, "probe", "ALTER TABLE helix.sessions ADD COLUMN probe integer")]
+    with psycopg.connect(libpq_url(url)) as dbos_tx:  # one transaction, as DBOS's are
+        dbos_tx.execute("INSERT INTO dbos.workflow_status (workflow_uuid, status, name) VALUES ('wf', 'PENDING', 'x')")
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            migrating = pool.submit(migrate, url, later)
+            deadline = time.monotonic() + 30
+            while not fetch(url, "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                                 " AND wait_event_type = 'Lock'"):
+                assert time.monotonic() < deadline, "the migration never waited for a lock"
+                time.sleep(0.02)
+            dbos_tx.execute("SELECT count(*) FROM helix.sessions")  # what helix's trigger reads
+            dbos_tx.commit()
+            assert migrating.result(timeout=60).versions == [2]
