@@ -31,6 +31,7 @@ from helix_dbos.errors import (
 )
 from helix_dbos.events import AbortedEvent, ForkedEvent
 from helix_dbos.logs import EventLog
+from helix_dbos.observability import metrics
 from helix_dbos.store import reads, retention, writes
 from helix_dbos.store.records import (
     AnswerRecord,
@@ -268,13 +269,16 @@ def abort(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str)
     aborted = False
     for row in running:
         with engine.begin() as conn:
-            aborted |= writes.end_run(
+            ended = writes.end_run(
                 conn, session_id=row.id, run=row.run_count, status="aborted", error=reason,
                 stop_reason="aborted", event=AbortedEvent(reason=reason),
             )
             workflow_id = reads.run_workflow(conn, row.id, row.run_count)
         if workflow_id is not None:
             workflows.cancel(workflow_id)
+        if ended:
+            metrics.run_ended(row.agent_name, "aborted")
+        aborted |= ended
     return aborted
 
 
