@@ -31,35 +31,47 @@ FRESH_SECONDS = 1.0
 
 LEASE_STATUSES = ("live", "draining", "dead", "released", "adopted")
 RUN_STATUSES = ("active", "awaiting_approval", "awaiting_client_tool")
+QUEUE_STATUSES = ("ENQUEUED", "PENDING")
 
 
 class FleetReader:
-    """Reads :class:`Fleet` figures from the database, at most once per :data:`FRESH_SECONDS`."""
+    """Reads :class:`Fleet` figures from the database, at most once per :data:`FRESH_SECONDS`.
+
+    An agent or queue once seen keeps its series, at 0 when nothing is in progress, so a
+    series does not vanish (and an alert or a graph does not lose it) when its runs end."""
 
     def __init__(self, database_url: str) -> None:
         self.url = libpq_url(database_url)
         self._lock = threading.Lock()
         self._read_at = 0.0
         self._fleet = Fleet()
+        self._agents: set[str] = set()
+        self._queues: set[str] = set()
 
     def read(self) -> Fleet:
         with self._lock:
             if time.monotonic() - self._read_at >= FRESH_SECONDS:
                 with psycopg.connect(self.url, connect_timeout=5) as conn:
-                    self._fleet = read_fleet(conn)
+                    fleet = read_fleet(conn)
+                self._agents.update(agent for agent, _ in fleet.runs)
+                self._queues.update(queue for queue, _ in fleet.queues)
+                self._fleet = Fleet(
+                    runs={(a, s): fleet.runs.get((a, s), 0) for a in self._agents for s in RUN_STATUSES},
+                    pending=fleet.pending,
+                    queues={(q, s): fleet.queues.get((q, s), 0) for q in self._queues for s in QUEUE_STATUSES},
+                    leases=fleet.leases,
+                    adopted_runs=fleet.adopted_runs,
+                )
                 self._read_at = time.monotonic()
             return self._fleet
 
 
 def samples(fleet: Fleet) -> Iterator[tuple[str, str, dict[str, str], float]]:
-    """Every gauge sample of ``fleet``: (name, help, labels, value). Statuses and kinds with
-    nothing in them are reported as 0, so an alert on them sees a series."""
-    agents = {agent for agent, _ in fleet.runs}
-    for agent in sorted(agents):
-        for status in RUN_STATUSES:
-            yield ("helix_runs_in_progress", "Runs in progress: active (running or due to be recovered) or waiting"
-                   " for a person (awaiting_approval, awaiting_client_tool).",
-                   {"agent": agent, "status": status}, fleet.runs.get((agent, status), 0))
+    """Every gauge sample of ``fleet``: (name, help, labels, value). Pending-call kinds and
+    lease statuses with nothing in them are reported as 0, so an alert on them sees a series."""
+    for (agent, status), count in sorted(fleet.runs.items()):
+        yield ("helix_runs_in_progress", "Runs in progress: active (running or due to be recovered) or waiting"
+               " for a person (awaiting_approval, awaiting_client_tool).", {"agent": agent, "status": status}, count)
     for kind in ("approval", "client"):
         count, age = fleet.pending.get(kind, (0, 0.0))
         yield "helix_pending_calls", "Calls waiting for an answer from a person or a client.", {"kind": kind}, count

@@ -22,7 +22,8 @@ class Fleet:
     """Counts keyed by their labels."""
 
     runs: dict[tuple[str, str], int] = field(default_factory=dict)
-    """(agent, status) -> runs in progress: ``active``, ``awaiting_approval``, ``awaiting_client_tool``."""
+    """(agent, status) -> runs in progress: ``active``, ``awaiting_approval``, ``awaiting_client_tool``
+    (a session has at most one, and its status is that run's)."""
     pending: dict[str, tuple[int, float]] = field(default_factory=dict)
     """kind (``approval`` | ``client``) -> (calls waiting for an answer, seconds the oldest has waited)."""
     queues: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -39,9 +40,8 @@ def read_fleet(conn: psycopg.Connection) -> Fleet:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         runs = conn.execute(
             """
-            SELECT s.agent_name, r.status, count(*)
-              FROM helix.runs r JOIN helix.sessions s ON s.id = r.session_id
-             WHERE r.status IN ('active', 'awaiting_approval', 'awaiting_client_tool')
+            SELECT agent_name, status, count(*) FROM helix.sessions
+             WHERE status IN ('active', 'awaiting_approval', 'awaiting_client_tool')
              GROUP BY 1, 2
             """
         ).fetchall()
