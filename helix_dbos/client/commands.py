@@ -12,7 +12,9 @@ Each takes an engine on the helix database and, when it must reach a workflow, a
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+import time
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 import jsonschema
 import sqlalchemy as sa
@@ -45,6 +47,8 @@ from helix_dbos.store.records import (
 from helix_dbos.store.retention import Cutoff
 from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
+
+T = TypeVar("T")
 
 RESUMABLE_WORKFLOW_STATUSES = ("CANCELLED", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 """DBOS workflow statuses that :func:`resume_workflow` restarts where they stopped."""
@@ -145,6 +149,39 @@ def plan_run(
     return RunRequest(
         session_id=session_id, run=run, agent_name=agent_name, kind=kind, input=user_text,
     )
+
+
+FINISHING_SECONDS = 5.0
+"""How long a start waits for the session's previous run's workflow to finish (see :func:`start_run`)."""
+
+
+def start_run(request: RunRequest, start: Callable[[], T], *, wait: bool = True) -> T:
+    """``start()`` the run ``request`` planned (:func:`plan_run`), or raise :class:`SessionBusyError`.
+
+    A queued run holds its session id as DBOS deduplication id until its workflow
+    finishes, and a run ends for helix (its last step commits, the session stops being
+    active, the stream ends) a moment before its workflow returns: a client that starts
+    the next run as soon as it sees the end would be refused. ``plan_run`` saw the
+    session not active, and a run with the planned number would have taken the workflow
+    id, so a deduplication id still held belongs to an earlier run that is finishing:
+    the start is tried again until it lets go, for up to :data:`FINISHING_SECONDS`
+    (``wait`` False: not at all). A workflow id in use (another caller took this run) is
+    refused at once.
+    """
+    from dbos import error as dbos_errors
+
+    deadline = time.monotonic() + FINISHING_SECONDS
+    pause = 0.01
+    while True:
+        try:
+            return start()
+        except dbos_errors.DBOSWorkflowIDInUseError:
+            raise busy(request) from None
+        except dbos_errors.DBOSQueueDeduplicatedError:
+            if not wait or time.monotonic() >= deadline:
+                raise busy(request) from None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
 
 
 def busy(request: RunRequest) -> SessionBusyError:

@@ -23,7 +23,6 @@ from concurrent.futures import Future
 from typing import Any, Literal
 
 from dbos import DBOS, DBOSPortableJSONSerializer, SetWorkflowID, SQLAlchemyDatasource
-from dbos import error as dbos_errors
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos.answers import SubmitOutcome, ToolAnswer
@@ -180,16 +179,17 @@ class DBOSAgentExecutor:
 
     def _start(self, request: RunRequest, queue: str | None = None, priority: int | None = None) -> AgentHandle:
         workflow_id = run_workflow_id(request.session_id, request.run)
-        try:
+
+        def begin() -> Any:
             if queue is not None:
-                started = self._workflows.enqueue(request, workflow_id, queue, priority)
-            else:
-                # "reject": a caller that raced another one to this run number must not get
-                # the other caller's run (its own input would be dropped without a word).
-                with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"):
-                    started = DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
-        except (dbos_errors.DBOSWorkflowIDInUseError, dbos_errors.DBOSQueueDeduplicatedError):
-            raise commands.busy(request) from None
+                return self._workflows.enqueue(request, workflow_id, queue, priority)
+            # "reject": a caller that raced another one to this run number must not get
+            # the other caller's run (its own input would be dropped without a word).
+            with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"):
+                return DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
+
+        # In workflow code the start is one recorded operation: tried once.
+        started = commands.start_run(request, begin, wait=DBOS.workflow_id is None)
         # A run this process executes: result() waits on its task instead of polling the database.
         future = getattr(started, "future", None)
         return AgentHandle(

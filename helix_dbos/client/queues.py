@@ -184,17 +184,13 @@ class RunEnqueuer:
         queue: str | None = None,
     ) -> EnqueuedRun:
         """Enqueue a new run of a session (a new session when ``session_id`` is None)."""
-        from dbos import error as dbos_errors
-
         from helix_dbos.client import commands
         from helix_dbos.durable.requests import run_workflow_id
 
         request = commands.plan_run(self.engine, agent_name, input, session_id)
         workflow_id = run_workflow_id(request.session_id, request.run)
-        try:
-            self.workflows.enqueue(request, workflow_id, queue or self.queue, priority, app_version=self.app_version)
-        except (dbos_errors.DBOSWorkflowIDInUseError, dbos_errors.DBOSQueueDeduplicatedError):
-            raise commands.busy(request) from None
+        commands.start_run(request, lambda: self.workflows.enqueue(
+            request, workflow_id, queue or self.queue, priority, app_version=self.app_version))
         return EnqueuedRun(request.session_id, request.run, workflow_id)
 
     def status(self, run: EnqueuedRun | str) -> str | None:

@@ -9,7 +9,10 @@ answer depends on the message it gets:
 - anything else: text.
 
 With ``$HELIX_OBS_OTLP`` set (an OTLP/HTTP traces endpoint) the process exports its spans
-there, each as it ends (a killed process loses none that ended).
+there, each as it ends (a killed process loses none that ended). With
+``$HELIX_OBS_EXPORT_DELAY`` (seconds) a synchronous exporter takes that long over each
+run span of ``obs-assistant``, as a slow exporter would: the run's workflow returns that
+much later than its last step commits.
 """
 
 from __future__ import annotations
@@ -38,8 +41,26 @@ def _tracing(endpoint: str) -> None:
     trace.set_tracer_provider(provider)
 
 
+def _slow_exports(delay: float) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    class SlowExporter(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            if any(span.name == "invoke_agent obs-assistant" for span in spans):  # type: ignore[attr-defined]
+                time.sleep(delay)
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(SlowExporter()))
+    trace.set_tracer_provider(provider)
+
+
 if os.environ.get("HELIX_OBS_OTLP"):
     _tracing(os.environ["HELIX_OBS_OTLP"])
+elif os.environ.get("HELIX_OBS_EXPORT_DELAY"):
+    _slow_exports(float(os.environ["HELIX_OBS_EXPORT_DELAY"]))
 
 
 class Query(BaseModel):
