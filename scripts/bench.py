@@ -14,7 +14,8 @@ It prints, for K = 20 and K = 200:
 then turns per second with 200 concurrent sessions whose model answers after 50 ms, the
 state tracker figures (scripts/bench_state.py), runs per second on 1, 2 and 4 queue
 worker processes (scripts/bench_workers.py), how soon a killed worker's runs are adopted,
-how long a drain takes and what an idle worker's lease costs (scripts/bench_leases.py), how soon another process sees a run's
+how long a drain takes and what an idle worker's lease costs (scripts/bench_leases.py), what
+tracing costs per turn, off and on (scripts/bench_tracing.py), how soon another process sees a run's
 events and token deltas (scripts/bench_streaming.py, in a process of its own), and new
 runs' rate, worker memory and approval time with 1,000 runs waiting for approval
 (scripts/bench_hitl.py); with
@@ -269,6 +270,10 @@ def main() -> None:
     import bench_leases
 
     bench_leases.report(bench_leases.run(server_url, rounds=1 if args.quick else 3))
+    import bench_tracing
+
+    rounds = 5 if args.quick else 30
+    bench_tracing.report(bench_tracing.run(server_url, rounds=rounds), rounds)
     streaming = [sys.executable, str(Path(__file__).with_name("bench_streaming.py")), "--database-url", server_url]
     subprocess.run(streaming + (["--quick"] if args.quick else []), check=True)
     hitl = [sys.executable, str(Path(__file__).with_name("bench_hitl.py")), "--database-url", server_url]

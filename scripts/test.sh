@@ -4,8 +4,11 @@
 # Creates or reuses .venv (see scripts/_venv.sh). Tests use HELIX_TEST_DATABASE_URL when
 # it is set (a server URL; each run creates and drops its own databases there), else an
 # embedded Postgres in .helix/test-pgdata. Installs Debian's chromium and chromium-driver
-# when missing (as root), for the console's real-browser test.
+# when missing (as root), for the console's real-browser test, and Debian's prometheus for
+# the metrics test; Arize Phoenix in .helix/phoenix-venv for the tracing test.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 source scripts/_browser.sh
+source scripts/_prometheus.sh
+source scripts/_phoenix.sh
 exec .venv/bin/python -m pytest "$@"

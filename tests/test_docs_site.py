@@ -65,4 +65,5 @@ def test_the_readme_links_to_pages_that_exist() -> None:
     links = re.findall(r"\]\((?!https?://)([^)#]+)(?:#[^)]*)?\)", readme)
     assert links and all((ROOT / link).is_file() for link in links), [link for link in links if not (ROOT / link).is_file()]
     pages = {p.name for p in PAGES}
-    assert {Path(link).name for link in links if link.startswith("docs/")} == pages - {"index.md"}  # every page but the home page
+    linked_pages = {Path(link).name for link in links if link.startswith("docs/") and link.endswith(".md")}
+    assert linked_pages == pages - {"index.md"}  # every page but the home page

@@ -38,13 +38,15 @@ def _worker_options(func: Any) -> Any:
         click.option("--polling-interval", type=click.FloatRange(min=0.001), default=None, help="Seconds between queue polls."),
         click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
                      help="On SIGTERM, seconds running runs get to finish before they are handed back."),
+        click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
+                     help="Serve Prometheus metrics on this port at /metrics (needs helix-dbos[metrics])."),
     ]
     for option in reversed(options):
         func = option(func)
     return func
 
 
-def _make_worker(app: str, queue: str, executor_id: str | None, **given: Any) -> Worker:
+def _make_worker(app: str, queue: str, executor_id: str | None, metrics_port: int | None = None, **given: Any) -> Worker:
     overrides = {
         key: value
         for key, value in {
@@ -59,7 +61,7 @@ def _make_worker(app: str, queue: str, executor_id: str | None, **given: Any) ->
         settings = QueueSettings(name=queue, **overrides)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    return Worker(app=app, settings=settings, executor_id=executor_id, overrides=overrides)
+    return Worker(app=app, settings=settings, executor_id=executor_id, overrides=overrides, metrics_port=metrics_port)
 
 
 @click.command("worker")

@@ -17,6 +17,7 @@ with :class:`~helix_dbos.errors.DatabaseUnavailableError`, never the driver's er
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,6 +41,7 @@ from helix_dbos.errors import (
 )
 from helix_dbos.events import AbortedEvent, ForkedEvent
 from helix_dbos.logs import EventLog
+from helix_dbos.observability import metrics
 from helix_dbos.store import reads, retention, writes
 from helix_dbos.store.records import (
     AnswerRecord,
@@ -157,6 +159,10 @@ def plan_run(
     )
 
 
+FINISHING_SECONDS = 5.0
+"""How long a start waits for the session's previous run's workflow to finish (see :func:`start_run`)."""
+
+
 def busy(request: RunRequest) -> SessionBusyError:
     """The error for a run whose workflow id or session was taken by another caller."""
     return SessionBusyError(
@@ -164,26 +170,40 @@ def busy(request: RunRequest) -> SessionBusyError:
     )
 
 
-def start_run(workflows: Workflows, request: RunRequest, start: Callable[[], T]) -> T | None:
-    """``start()``: start or enqueue the request's workflow, refusing a workflow id that is
-    taken (DBOS's ``"reject"`` policy); run again after a connection fault.
+def start_run(workflows: Workflows, request: RunRequest, start: Callable[[], T], *, wait: bool = True) -> T | None:
+    """``start()``: start or enqueue the run ``request`` planned (:func:`plan_run`),
+    refusing a workflow id that is taken (DBOS's ``"reject"`` policy), or raise
+    :class:`SessionBusyError`; run again after a connection fault.
 
-    A taken id or session means another caller started the session's run:
-    :class:`SessionBusyError`. Only after a failed attempt, when the workflow holding the
-    id was started with exactly ``request``, it is that attempt's own start whose answer
-    was lost: None, and the caller hands out a handle on that workflow.
+    - A taken id or session means another caller started the session's run: busy. Only
+      after a failed attempt, when the workflow holding the id was started with exactly
+      ``request``, it is that attempt's own start whose answer was lost: None, and the
+      caller hands out a handle on that workflow.
+    - A queued run holds its session id as DBOS deduplication id until its workflow
+      returns, a moment after its last commit ended the run for helix. ``plan_run`` saw
+      the session not active, so a deduplication id still held belongs to an earlier run
+      that is finishing: the start is tried again until it lets go, for up to
+      :data:`FINISHING_SECONDS` (``wait`` False, in workflow code: not at all).
+    - A database that stays unreachable raises :class:`~helix_dbos.errors.DatabaseUnavailableError`.
     """
+    deadline = time.monotonic() + FINISHING_SECONDS
     attempts = 0
 
     def attempt() -> T | None:
         nonlocal attempts
-        attempts += 1
-        try:
-            return start()
-        except (dbos_errors.DBOSWorkflowIDInUseError, dbos_errors.DBOSQueueDeduplicatedError):
-            if attempts > 1 and workflows.run_request(request.workflow_id) == request:
-                return None
-            raise busy(request) from None
+        pause = 0.01
+        while True:
+            attempts += 1
+            try:
+                return start()
+            except (dbos_errors.DBOSWorkflowIDInUseError, dbos_errors.DBOSQueueDeduplicatedError) as exc:
+                if attempts > 1 and workflows.run_request(request.workflow_id) == request:
+                    return None
+                finishing = isinstance(exc, dbos_errors.DBOSQueueDeduplicatedError)
+                if not (finishing and wait and time.monotonic() < deadline):
+                    raise busy(request) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
     return retry_or_unavailable(attempt, f"starting run {request.run} of session {request.session_id!r}")
 
@@ -370,13 +390,16 @@ def abort(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str)
     aborted = False
     for row in running:
         with engine.begin() as conn:
-            aborted |= writes.end_run(
+            ended = writes.end_run(
                 conn, session_id=row.id, run=row.run_count, status="aborted", error=reason,
                 stop_reason="aborted", event=AbortedEvent(reason=reason),
             )
             workflow_id = reads.run_workflow(conn, row.id, row.run_count)
         if workflow_id is not None:
             workflows.cancel(workflow_id)
+        if ended:
+            metrics.run_ended(row.agent_name, "aborted")
+        aborted |= ended
     return aborted
 
 

@@ -185,8 +185,10 @@ class DBOSAgentExecutor:
 
     def _start(self, request: RunRequest, queue: str | None = None, priority: int | None = None) -> AgentHandle:
         workflow_id = run_workflow_id(request.session_id, request.run)
+        # In workflow code the start is one recorded operation: it does not wait.
         started = commands.start_run(
-            self._workflows, request, lambda: self._start_workflow(request, workflow_id, queue, priority)
+            self._workflows, request, lambda: self._start_workflow(request, workflow_id, queue, priority),
+            wait=DBOS.workflow_id is None,
         )
         if started is None:  # an earlier attempt started it
             started = DBOS.retrieve_workflow(workflow_id, existing_workflow=False)

@@ -88,6 +88,8 @@ class Worker:
     overrides: dict[str, Any] = field(default_factory=dict)
     """Queue settings given on the command line; the rest come from the stored queue."""
     executor: DBOSAgentExecutor | None = None
+    metrics_port: int | None = None
+    """Serve Prometheus metrics on this port (``helix_dbos.observability.exposition``)."""
 
     def start(self, on_adopted: Callable[[Adoption], None] | None = None,
               on_fenced: Callable[[str], None] | None = None) -> None:
@@ -118,6 +120,10 @@ class Worker:
             self.settings = stored.model_copy(update=self.overrides)
             QueueSettings.model_validate(self.settings.model_dump())
         register_queue(self.settings)
+        if self.metrics_port is not None:
+            from helix_dbos.observability.exposition import serve_metrics
+
+            serve_metrics(self.metrics_port, self.executor.database_url)
 
     def drain(self, timeout: float, hurry: threading.Event | None = None) -> Drained:
         """Stop taking runs, let the running ones finish for up to ``timeout`` seconds, hand
@@ -162,6 +168,8 @@ def serve(worker: Worker, recover_ids: Sequence[str] = (), echo: Callable[[str],
     lease = worker.executor.lease if worker.executor is not None else None
     lease_text = f", lease {lease.settings.ttl_sec:g}s" if lease is not None else ", no lease (Conductor recovers)"
     echo(f"worker {worker.executor_id} listening on {worker.settings.describe()}{lease_text}")
+    if worker.metrics_port is not None:
+        echo(f"metrics on http://0.0.0.0:{worker.metrics_port}/metrics")
     if recover_ids:
         recovered = worker.recover(recover_ids)
         echo(f"recovered {len(recovered)} runs of executor {', '.join(recover_ids)}")

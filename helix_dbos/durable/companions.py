@@ -33,6 +33,7 @@ from helix_dbos.durable.requests import RunRequest
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
 from helix_dbos.durable.step_events import StepEvents, live_events_written, tool_result_events
+from helix_dbos.observability import points as observe
 from helix_dbos.orchestration import create_tool_result_message
 from helix_dbos.types import AgentResult, ParsedToolCall, ToolResultMessage, UserMessage
 
@@ -67,7 +68,8 @@ async def _run_one(scope: RunScope, step_no: int, call: ParsedToolCall) -> ToolR
         return _error(call, str(exc))
     if args is None:
         return _error(call, f"Invalid arguments for tool '{call.name}': {call.parse_error}")
-    outcome = await _HANDLERS[call.name](scope, step_no, call, args)
+    with observe.companion_call(call.id, call.name):
+        outcome = await _HANDLERS[call.name](scope, step_no, call, args)
     if isinstance(outcome, str):
         return _error(call, outcome)
     return create_tool_result_message(call.id, call.name, result=outcome, success=True)

@@ -29,13 +29,14 @@ from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
 from helix_dbos.durable.step_events import StepEvents, live_events_written, tool_result_events
 from helix_dbos.events import SubAgentFinishEvent, SubAgentStartEvent
+from helix_dbos.observability import points as observe
 from helix_dbos.orchestration import create_sub_agent_result_message
 from helix_dbos.remote import RemoteSubAgentSpec
 from helix_dbos.subagents import SubAgentSpec, child_session_id
 from helix_dbos.text import storable
 from helix_dbos.types import SUB_AGENT_TOOL_PREFIX, AgentResult, ParsedSubAgentCall, ToolResultMessage
 
-Started = tuple[ParsedSubAgentCall, RunRequest, Any]
+Started = tuple[ParsedSubAgentCall, RunRequest, Any, observe.LaunchObservation]
 
 
 async def run_children(
@@ -82,9 +83,10 @@ async def run_children(
         start = SubAgentStartEvent(tool_call_id=call.id, session_id=request.session_id, agent=request.agent_name)
         events.publish([(f"child_start:{call.id}", start)])
         await live_events_written()  # the parent's events before the child's, relayed
-        with SetWorkflowID(run_workflow_id(request.session_id, 1)):
+        observed = observe.sub_agent(call.id, call.agent_type, request.session_id)
+        with SetWorkflowID(run_workflow_id(request.session_id, 1)), observed.launching():
             handle = await DBOS.start_workflow_async(scope.run_workflow, request.model_dump(mode="json"))
-        running.append((call, request, handle))
+        running.append((call, request, handle, observed))
     for item in running:
         results.append(await _finish_child(item, events))
     for call, spec in remote:  # on another helix server (durable/remote_dispatch.py)
@@ -117,12 +119,13 @@ def child_request(scope: RunScope, call: ParsedSubAgentCall) -> tuple[RunRequest
 
 
 async def _finish_child(item: Started, events: StepEvents) -> ToolResultMessage:
-    call, request, handle = item
+    call, request, handle, observed = item
     try:
         result = AgentResult.model_validate(await final_output(await handle.get_result()))
     except Exception as exc:  # the child workflow failed or was cancelled
         status = "aborted" if "cancel" in str(exc).lower() else "failed"
         result = AgentResult(session_id=request.session_id, status=status, error=str(exc))
+    observed.finished(result.status, result.error)
     if result.status == "completed":
         message = create_sub_agent_result_message(call.id, call.agent_type, result=result.output, success=True)
     else:

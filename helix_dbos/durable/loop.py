@@ -56,6 +56,7 @@ from helix_dbos.durable.step_events import (
     tool_result_events,
 )
 from helix_dbos.errors import HelixError
+from helix_dbos.observability import points as observe
 from helix_dbos.events import StatePatchEvent, StepFinishEvent, StepStartEvent
 from helix_dbos.orchestration import (
     RunawayGuard,
@@ -138,11 +139,13 @@ class AgentLoop:
         )
         while True:
             step_no = self.step_count + 1
-            out = await self._run_step(step_no, parked)
-            parked = None
-            if isinstance(out, ParkedStep):
-                return out
-            interrupted = await self._commit(step_no, out)
+            with observe.step(self.agent.name, step_no):
+                out = await self._run_step(step_no, parked)
+                parked = None
+                if isinstance(out, ParkedStep):
+                    observe.suspended(step_no, out.gates)
+                    return out
+                interrupted = await self._commit(step_no, out)
             await self._after_commit(step_no, out)
             if out.terminal is not None:
                 return self._result(out.terminal)
@@ -367,7 +370,9 @@ class AgentLoop:
             terminal=out.terminal,
             resolved=out.resolved,
         )
-        outcome = await asyncio.to_thread(current_runtime().commit_step, commit)
+        with observe.commit(step_no, out.terminal) as observed:
+            outcome = await asyncio.to_thread(current_runtime().commit_step, commit)
+            observed.outcome(outcome)
         if outcome.refused is not None:
             await _stop_if_cancelled()
             raise HelixError(

@@ -20,6 +20,7 @@ from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.tool_call import ToolCall, call_digest, run_call
 from helix_dbos.events import CustomEvent
 from helix_dbos.llm import generate_with_retry
+from helix_dbos.observability import points as observe
 from helix_dbos.state import StateTracker
 from helix_dbos.store.records import RecordedOutcome
 from helix_dbos.text import storable
@@ -54,9 +55,11 @@ async def call_llm(
     runtime = current_runtime()
     agent = runtime.agent(agent_name)
     deltas = StepDeltas(runtime.deltas, session_id, run, step)
-    result, usage = await generate_with_retry(
-        runtime.llm, messages, agent.tool_specs(), agent.llm_config, agent.output_schema, on_delta=deltas
-    )
+    with observe.model_call(agent.llm_config.model, session_id, messages) as answered:
+        result, usage = await generate_with_retry(
+            runtime.llm, messages, agent.tool_specs(), agent.llm_config, agent.output_schema, on_delta=deltas
+        )
+        answered(result, usage)
     await deltas.flush()
     return {"result": storable(checkpoint_json(result)), "usage": checkpoint_json(usage)}
 
@@ -111,7 +114,9 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
     def record(outcome: ToolOutcome) -> None:
         runtime.record_tool_outcome(recorded(outcome))
 
-    outcome = await run_call(call, tool_input, agent.timeout_of(tool), runtime.run_watch, job.run, record)
+    with observe.tool_call(tool.name, job.call.id, job.call.arguments) as ended:
+        outcome = await run_call(call, tool_input, agent.timeout_of(tool), runtime.run_watch, job.run, record)
+        ended(outcome)
     if outcome.writes:
         await fire_hook(agent.hooks, "on_state_change", tracker.get_state(), ctx)
     checkpoint = recorded(outcome)

@@ -40,6 +40,7 @@ from helix_dbos.durable.requests import (
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
 from helix_dbos.durable.step_events import live_events_written
+from helix_dbos.observability import points as observe
 from helix_dbos.text import storable
 from helix_dbos.types import AgentResult
 
@@ -63,18 +64,21 @@ async def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
     start = RunStart.model_validate(began)
     if start.refused is not None:
         return _ended(req, "failed" if req.parked is None else "aborted", start.refused)
-    try:
-        scope = RunScope(agent, req, agent_run_workflow, first_execution=runtime.first_execution(req.workflow_id))
-        result = await AgentLoop(scope).run(start)
-    except Exception as exc:  # DBOS's cancellation is a BaseException and passes through
-        error = storable(f"{type(exc).__name__}: {exc}")
-        runtime.log.error("run.failed", session_id=req.session_id, run=req.run, error=error, exc_info=True)  # a bug: shown
-        await live_events_written()  # the step's events before the run's error
-        await asyncio.to_thread(runtime.fail_run, req, error)
-        result = AgentResult(session_id=req.session_id, status="failed", error=error, stop_reason="error")
-    else:
-        if isinstance(result, AgentResult) and result.status == "failed":  # the model failed, or the budget ran out
-            runtime.log.error("run.failed", session_id=req.session_id, run=req.run, error=result.error)
+    first_execution = runtime.first_execution(req.workflow_id)
+    with observe.run(req, first_execution) as observed:
+        try:
+            result = await AgentLoop(RunScope(agent, req, agent_run_workflow, first_execution=first_execution)).run(start)
+        except Exception as exc:  # DBOS's cancellation is a BaseException and passes through
+            error = storable(f"{type(exc).__name__}: {exc}")
+            runtime.log.error("run.failed", session_id=req.session_id, run=req.run, error=error, exc_info=True)  # a bug: shown
+            observed.failed(exc)
+            await live_events_written()  # the step's events before the run's error
+            await asyncio.to_thread(runtime.fail_run, req, error)
+            result = AgentResult(session_id=req.session_id, status="failed", error=error, stop_reason="error")
+        else:
+            if isinstance(result, AgentResult) and result.status == "failed":  # the model failed, or the budget ran out
+                runtime.log.error("run.failed", session_id=req.session_id, run=req.run, error=result.error)
+        observed.finish(result)
     if isinstance(result, ParkedStep):
         return await _park(req, result)
     return result.model_dump(mode="json")
@@ -85,7 +89,10 @@ async def await_answers_workflow(request: dict[str, Any]) -> dict[str, Any]:
     """Wait for the answers of a parked step (``durable/hitl.py``), then start the run's
     continuation on the run's queue. Holds no queue slot; a recovered waiter waits on."""
     wait = WaitRequest.model_validate(request)
-    answers = await hitl.wait_for_answers(wait.session_id, wait.run, wait.step, wait.tool_call_ids)
+    root = wait.continuation.root_session_id or wait.session_id
+    with observe.wait(wait.session_id, root, wait.run, wait.step, wait.tool_call_ids) as answered:
+        answers = await hitl.wait_for_answers(wait.session_id, wait.run, wait.step, wait.tool_call_ids)
+        answered(answers)
     run = wait.continuation
     if answers is None or run.parked is None:
         return _ended(run, "aborted", f"run {wait.run} of session {wait.session_id!r} ended while it waited")

@@ -5,7 +5,8 @@ agents (a queue worker) unless told not to::
     $ helix-dbos serve --app myapp:executor --allow-unauthenticated --no-worker
 
 Your app module is the one ``helix-dbos worker`` takes (DBOS configured, agents
-registered, not launched). With a worker, ``POST /start`` runs go to the worker's queue
+registered, not launched). Prometheus scrapes ``/metrics`` (no authentication:
+``helix_dbos.observability.exposition``). With a worker, ``POST /start`` runs go to the worker's queue
 when the executor has a ``default_queue``, else they run in this process; with
 ``--no-worker`` this process takes no queued runs and ``POST /start`` enqueues on
 ``--queue`` for the workers.
@@ -25,6 +26,7 @@ from helix_dbos.client.queues import QueueSettings
 from helix_dbos.client.leases import default_executor_id
 from helix_dbos.client.worker import Worker, load_app
 from helix_dbos.errors import HelixError
+from helix_dbos.observability.exposition import with_metrics
 from helix_dbos.server.app import create_app
 
 
@@ -82,7 +84,10 @@ def serve(
     authenticate = load_hook(auth) if auth else None
     executor, running = start_agents(app, queue, worker, executor_id)
     try:
-        server_app = create_app(executor, authenticate=authenticate, allow_unauthenticated=allow_unauthenticated)
+        server_app = with_metrics(
+            create_app(executor, authenticate=authenticate, allow_unauthenticated=allow_unauthenticated),
+            executor.database_url,
+        )
         role = f"and working on queue {queue!r}" if running else f"(no worker: runs go to queue {executor.default_queue!r})"
         echo(f"serving agents on http://{host}:{port} {role}")
         # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again under the

@@ -1,0 +1,144 @@
+"""Gauges of the fleet, computed from the database when they are read: runs running and
+waiting for people, pending calls and the age of the oldest, queued and running
+workflows per queue, worker leases by status and the runs adoptions handed back.
+
+They describe the whole deployment, not the process that reports them, so every process
+with the database's URL reports the same figures; scrape one of them (or several, and
+aggregate with ``max``). ``helix-dbos serve`` and ``helix-dbos worker --metrics-port``
+register them; an app of its own calls :func:`register_fleet_metrics`::
+
+    register_fleet_metrics(database_url)           # Prometheus's default registry
+    register_fleet_metrics(database_url, otel=True)  # and OpenTelemetry observable gauges
+
+Each read is one short read-only transaction on a connection of its own, at most once a
+second however many gauges and scrapers ask (:data:`FRESH_SECONDS`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import psycopg
+
+from helix_dbos.database import libpq_url
+from helix_dbos.store.fleet import Fleet, read_fleet
+
+FRESH_SECONDS = 1.0
+"""Figures read less than this long ago are served again rather than read anew."""
+
+LEASE_STATUSES = ("live", "draining", "dead", "released", "adopted")
+RUN_STATUSES = ("active", "awaiting_approval", "awaiting_client_tool")
+QUEUE_STATUSES = ("ENQUEUED", "PENDING")
+
+
+class FleetReader:
+    """Reads :class:`Fleet` figures from the database, at most once per :data:`FRESH_SECONDS`.
+
+    An agent or queue once seen keeps its series, at 0 when nothing is in progress, so a
+    series does not vanish (and an alert or a graph does not lose it) when its runs end."""
+
+    def __init__(self, database_url: str) -> None:
+        self.url = libpq_url(database_url)
+        self._lock = threading.Lock()
+        self._read_at = 0.0
+        self._fleet = Fleet()
+        self._agents: set[str] = set()
+        self._queues: set[str] = set()
+
+    def read(self) -> Fleet:
+        with self._lock:
+            if time.monotonic() - self._read_at >= FRESH_SECONDS:
+                with psycopg.connect(self.url, connect_timeout=5) as conn:
+                    fleet = read_fleet(conn)
+                self._agents.update(agent for agent, _ in fleet.runs)
+                self._queues.update(queue for queue, _ in fleet.queues)
+                self._fleet = Fleet(
+                    runs={(a, s): fleet.runs.get((a, s), 0) for a in self._agents for s in RUN_STATUSES},
+                    pending=fleet.pending,
+                    queues={(q, s): fleet.queues.get((q, s), 0) for q in self._queues for s in QUEUE_STATUSES},
+                    leases=fleet.leases,
+                    adopted_runs=fleet.adopted_runs,
+                )
+                self._read_at = time.monotonic()
+            return self._fleet
+
+
+def samples(fleet: Fleet) -> Iterator[tuple[str, str, dict[str, str], float]]:
+    """Every gauge sample of ``fleet``: (name, help, labels, value). Pending-call kinds and
+    lease statuses with nothing in them are reported as 0, so an alert on them sees a series."""
+    for (agent, status), count in sorted(fleet.runs.items()):
+        yield ("helix_runs_in_progress", "Runs in progress: active (running or due to be recovered) or waiting"
+               " for a person (awaiting_approval, awaiting_client_tool).", {"agent": agent, "status": status}, count)
+    for kind in ("approval", "client"):
+        count, age = fleet.pending.get(kind, (0, 0.0))
+        yield "helix_pending_calls", "Calls waiting for an answer from a person or a client.", {"kind": kind}, count
+        yield ("helix_pending_call_oldest_age_seconds", "How long the oldest call waiting for an answer has waited.",
+               {"kind": kind}, age)
+    for (queue, status), count in sorted(fleet.queues.items()):
+        yield ("helix_queue_workflows", "Workflows of a queue: ENQUEUED (waiting for a worker) or PENDING (taken).",
+               {"queue": queue, "status": status}, count)
+    for status in LEASE_STATUSES:
+        yield "helix_workers", "Worker leases by status.", {"status": status}, fleet.leases.get(status, 0)
+    yield ("helix_worker_adopted_runs", "Runs handed back to their queues by the adoptions of leases on record.",
+           {}, fleet.adopted_runs)
+
+
+class FleetCollector:
+    """A ``prometheus_client`` collector of the fleet's gauges."""
+
+    def __init__(self, reader: FleetReader) -> None:
+        self.reader = reader
+
+    def collect(self) -> Iterable[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        families: dict[str, GaugeMetricFamily] = {}
+        for name, doc, labels, value in samples(self.reader.read()):
+            family = families.get(name)
+            if family is None:
+                family = families[name] = GaugeMetricFamily(name, doc, labels=list(labels))
+            family.add_metric(list(labels.values()), value)
+        return list(families.values())
+
+    def describe(self) -> Iterable[Any]:
+        return []  # not read at registration: the database may not be up yet
+
+
+_registered: dict[str, FleetReader] = {}
+
+
+def register_fleet_metrics(database_url: str, *, prometheus: bool = True, otel: bool = False) -> FleetReader:
+    """Report the fleet's gauges of ``database_url``: through Prometheus's default registry,
+    and with ``otel`` as OpenTelemetry observable gauges of the meter ``helix_dbos``.
+    Registering the same URL again does nothing more."""
+    reader = _registered.get(database_url)
+    if reader is not None:
+        return reader
+    reader = _registered[database_url] = FleetReader(database_url)
+    if prometheus:
+        from prometheus_client import REGISTRY
+
+        REGISTRY.register(FleetCollector(reader))  # type: ignore[arg-type]
+    if otel:
+        _observe_with_otel(reader)
+    return reader
+
+
+def _observe_with_otel(reader: FleetReader) -> None:
+    from opentelemetry import metrics
+    from opentelemetry.metrics import CallbackOptions, Observation
+
+    meter = metrics.get_meter("helix_dbos")
+    names = sorted({name for name, _, _, _ in samples(Fleet(runs={("", ""): 0}, queues={("", ""): 0}))})
+
+    def callback_for(wanted: str) -> Any:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(value, labels) for name, _, labels, value in samples(reader.read()) if name == wanted]
+
+        return observe
+
+    for name in names:
+        meter.create_observable_gauge(name.replace("_", "."), callbacks=[callback_for(name)])

@@ -1,0 +1,120 @@
+"""The app module of the observability tests (``helix-dbos worker`` / ``serve`` load it):
+DBOS on ``$HELIX_OBS_URL``, a scripted model, and the agent ``obs-assistant`` whose first
+answer depends on the message it gets:
+
+- ``tools``: two ``lookup`` calls in one step (a parallel tool step), then text;
+- ``approve``: a ``transfer`` call that waits for approval, then text;
+- ``delegate``: a call of the sub-agent ``obs-researcher`` (which answers at once), then text;
+- ``slow``: a ``slow`` call that sleeps ``$HELIX_OBS_SLOW_SECONDS`` (a crash test kills it), then text;
+- anything else: text.
+
+With ``$HELIX_OBS_OTLP`` set (an OTLP/HTTP traces endpoint) the process exports its spans
+there, each as it ends (a killed process loses none that ended). With
+``$HELIX_OBS_EXPORT_DELAY`` (seconds) a synchronous exporter takes that long over each
+run span of ``obs-assistant``, as a slow exporter would: the run's workflow returns that
+much later than its last step commits.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from dbos import DBOS
+from pydantic import BaseModel
+
+from helix_dbos import DBOSAgentExecutor, MockLLMAdapter, create_sub_agent_tool, dbos_config, define_agent, define_tool
+from helix_dbos.types import AssistantMessage, Message, StepResult, TextStepResult, ToolCallsStepResult, ToolSpec, UserMessage
+
+URL = os.environ["HELIX_OBS_URL"]
+
+
+def _tracing(endpoint: str) -> None:
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "obs-app"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    trace.set_tracer_provider(provider)
+
+
+def _slow_exports(delay: float) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    class SlowExporter(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            if any(span.name == "invoke_agent obs-assistant" for span in spans):  # type: ignore[attr-defined]
+                time.sleep(delay)
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(SlowExporter()))
+    trace.set_tracer_provider(provider)
+
+
+if os.environ.get("HELIX_OBS_OTLP"):
+    _tracing(os.environ["HELIX_OBS_OTLP"])
+elif os.environ.get("HELIX_OBS_EXPORT_DELAY"):
+    _slow_exports(float(os.environ["HELIX_OBS_EXPORT_DELAY"]))
+
+
+class Query(BaseModel):
+    q: str
+
+
+class Amount(BaseModel):
+    amount: int
+
+
+def lookup(args: Query, ctx: object) -> dict:
+    time.sleep(0.05)
+    return {"found": args.q}
+
+
+def transfer(args: Amount, ctx: object) -> dict:
+    return {"transferred": args.amount}
+
+
+def slow(args: Query, ctx: object) -> dict:
+    time.sleep(float(os.environ.get("HELIX_OBS_SLOW_SECONDS", "0.1")))
+    return {"slept": args.q}
+
+
+def respond(messages: list[Message], tools: list[ToolSpec]) -> StepResult:
+    """The first answer of a run by its message; after any tool result, text."""
+    last_user = max(i for i, m in enumerate(messages) if isinstance(m, UserMessage))
+    if any(isinstance(m, AssistantMessage) for m in messages[last_user:]):
+        return TextStepResult(content="done", should_stop=True, stop_reason="end_turn")
+    word = str(messages[last_user].content)
+    n = last_user
+    calls = {
+        "tools": [{"id": f"l1-{n}", "name": "lookup", "arguments": {"q": "a"}},
+                  {"id": f"l2-{n}", "name": "lookup", "arguments": {"q": "b"}}],
+        "approve": [{"id": f"t-{n}", "name": "transfer", "arguments": {"amount": 5}}],
+        "delegate": [{"id": f"d-{n}", "name": "subagent__obs-researcher", "arguments": {"input": "dig"}}],
+        "slow": [{"id": f"s-{n}", "name": "slow", "arguments": {"q": "z"}}],
+    }.get(word)
+    if calls is None or not tools:
+        return TextStepResult(content=f"said {word}", should_stop=True, stop_reason="end_turn")
+    return ToolCallsStepResult(tool_calls=calls)
+
+
+researcher = define_agent(name="obs-researcher", system_prompt="Research.")
+assistant = define_agent(
+    name="obs-assistant", system_prompt="Help.",
+    tools=[
+        define_tool(name="lookup", description="Look up.", input_schema=Query, execute=lookup),
+        define_tool(name="transfer", description="Pay.", input_schema=Amount, execute=transfer, require_approval=True),
+        define_tool(name="slow", description="Take time.", input_schema=Query, execute=slow),
+        create_sub_agent_tool(researcher),
+    ],
+)
+
+DBOS(config=dbos_config(URL, name="helix-obs-app", notification_listener_polling_interval_sec=0.01))
+executor = DBOSAgentExecutor(llm=MockLLMAdapter(respond), database_url=URL, default_queue="agents")
+executor.register(assistant)

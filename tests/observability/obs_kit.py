@@ -1,0 +1,87 @@
+"""Processes of the observability tests: ``helix-dbos worker`` and ``serve`` on
+``obs_app.py``, free ports, and polling helpers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+CLI = "from helix_dbos.cli import main; main()"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Proc:
+    """``helix-dbos ARGS`` in this directory on database ``url``, its output collected."""
+
+    def __init__(self, url: str, *args: str, env: dict[str, str] | None = None) -> None:
+        self.popen = subprocess.Popen(
+            [sys.executable, "-c", CLI, *args], cwd=HERE, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, "HELIX_OBS_URL": url, "HELIX_LEASE_TTL": "3", **(env or {})},
+        )
+        self.lines: list[str] = []
+        for stream in (self.popen.stdout, self.popen.stderr):
+            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, text: str, timeout: float = 60) -> None:
+        until(lambda: any(text in line for line in self.lines) or self.popen.poll() is not None, f"{text!r}", timeout)
+        if not any(text in line for line in self.lines):
+            pytest.fail(f"no {text!r} from {self.popen.args[3:]}:\n" + "\n".join(self.lines[-40:]))
+
+    def kill(self) -> None:
+        self.popen.kill()
+        self.popen.wait()
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def worker(url: str, *extra: str, env: dict[str, str] | None = None) -> Proc:
+    proc = Proc(url, "worker", "--app", "obs_app:executor", "--queue", "agents", "--concurrency", "4",
+                "--polling-interval", "0.05", *extra, env=env)
+    proc.wait_for("listening on")
+    return proc
+
+
+def server(url: str, port: int, env: dict[str, str] | None = None) -> Proc:
+    proc = Proc(url, "serve", "--app", "obs_app:executor", "--allow-unauthenticated", "--no-worker",
+                "--queue", "agents", "--port", str(port), env=env)
+    proc.wait_for("serving agents")
+    return proc
+
+
+def until(check: Callable[[], Any], what: str, timeout: float = 60, every: float = 0.2) -> Any:
+    """Poll ``check`` until it returns something truthy; fail the test after ``timeout``.
+    A check that returns a pair ``(ok, seen)`` reports ``seen`` when it fails."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value and not isinstance(value, tuple) or isinstance(value, tuple) and value[0]:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"still waiting for {what} after {timeout}s (last: {value!r})")
+        time.sleep(every)

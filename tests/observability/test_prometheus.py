@@ -1,0 +1,126 @@
+"""A real Prometheus (Debian's ``prometheus``) scrapes ``/metrics`` of a ``helix-dbos
+worker`` and of a ``helix-dbos serve``; the figures are read back with PromQL through
+Prometheus's HTTP API.
+
+The server takes the runs over HTTP and queues them; the worker runs them: a text run,
+a parallel tool step, a sub-agent, and a run that waits for approval. The worker reports
+the work it did (runs, steps, model and tool latency, tokens); both report the fleet's
+gauges read from the database (runs waiting for people, the pending call, live leases).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from helix_dbos.client import admin
+from helix_dbos.store.migrations import migrate
+from obs_kit import free_port, server, until, worker
+
+SCRAPE_CONFIG = """
+global:
+  scrape_interval: 500ms
+  scrape_timeout: 400ms
+scrape_configs:
+  - job_name: helix-worker
+    static_configs: [{{targets: ["127.0.0.1:{worker}"]}}]
+  - job_name: helix-serve
+    static_configs: [{{targets: ["127.0.0.1:{serve}"]}}]
+"""
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Any:
+    """Start Prometheus on a config the test writes; yields (config path, API base URL, reload)."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.fail("Debian's prometheus is not installed: apt-get install prometheus (scripts/test.sh does, as root)")
+    ports = {"worker": free_port(), "serve": free_port()}
+    config = tmp_path / "prometheus.yml"
+    config.write_text(SCRAPE_CONFIG.format(**ports))
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    until(lambda: _ready(base), "prometheus to be ready", timeout=60)
+    try:
+        yield ports, base
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _ready(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/-/ready", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def promql(base: str, query: str) -> dict[str, float]:
+    """The instant vector of ``query``: each series' value by its ``job`` (or its labels)."""
+    body = httpx.get(f"{base}/api/v1/query", params={"query": query}, timeout=10).json()
+    assert body["status"] == "success", body
+    return {
+        result["metric"].get("job", str(sorted(result["metric"].items()))): float(result["value"][1])
+        for result in body["data"]["result"]
+    }
+
+
+def _is(seen: dict[str, float], wanted: dict[str, float]) -> tuple[bool, dict[str, float]]:
+    return seen == wanted, seen
+
+
+def test_prometheus_reads_the_work_of_a_worker_and_the_fleet_from_both(make_database: Any, prometheus: Any) -> None:
+    ports, prom = prometheus
+    url = make_database()
+    migrate(url)
+    work = worker(url, "--metrics-port", str(ports["worker"]))
+    serve = server(url, ports["serve"])
+    try:
+        api = f"http://127.0.0.1:{ports['serve']}"
+        for word in ("hello", "tools", "delegate", "approve"):
+            response = httpx.post(f"{api}/start", json={"agent": "obs-assistant", "input": word,
+                                                        "session_id": f"prom-{word}"}, timeout=30)
+            assert response.status_code == 202, response.text
+
+        ended = 'sum by (job) (helix_runs_ended_total{agent="obs-assistant",status="completed"})'
+        until(lambda: promql(prom, ended).get("helix-worker") == 3, "three completed runs", timeout=90)
+        waiting = 'helix_runs_in_progress{agent="obs-assistant",status="awaiting_approval"}'
+        until(lambda: _is(promql(prom, waiting), {"helix-worker": 1, "helix-serve": 1}), "the waiting run, from both")
+
+        assert promql(prom, 'helix_pending_calls{kind="approval"}') == {"helix-worker": 1, "helix-serve": 1}
+        age = promql(prom, 'helix_pending_call_oldest_age_seconds{kind="approval"}')
+        assert set(age) == {"helix-worker", "helix-serve"} and all(0 < v < 120 for v in age.values())
+        assert promql(prom, 'helix_workers{status="live"}') == {"helix-worker": 2, "helix-serve": 2}
+        assert promql(prom, 'sum by (job) (helix_runs_started_total)') == {"helix-worker": 5}  # 4 + the sub-agent's
+        tool_calls = promql(prom, 'sum by (job) (helix_tool_call_duration_seconds_count{tool="lookup",outcome="ok"})')
+        assert tool_calls == {"helix-worker": 2}
+        steps = promql(prom, 'sum by (job) (helix_step_duration_seconds_count{agent="obs-assistant"})')
+        assert steps == {"helix-worker": 5}  # hello 1, tools 2, delegate 2; approve: parked, not committed yet
+        models = promql(prom, 'sum by (job) (helix_model_call_duration_seconds_count{model="mock",outcome="ok"})')
+        assert models == {"helix-worker": 7}  # the 5 steps, the parked step's and the sub-agent's
+        tokens = promql(prom, 'sum by (job) (helix_tokens_total{model="mock"})')
+        assert tokens["helix-worker"] > 0
+        p99 = promql(prom, "histogram_quantile(0.99, sum by (le, job) (helix_tool_call_duration_seconds_bucket))")
+        assert 0.05 <= p99["helix-worker"] <= 0.25
+
+        [call] = admin.list_pending(url, "prom-approve")
+        approve = httpx.post(f"{api}/submit-tool-result", json={
+            "session_id": "prom-approve", "tool_call_id": call.tool_call_id, "approved": True,
+        }, timeout=30)
+        assert approve.status_code < 300, approve.text
+        until(lambda: promql(prom, ended).get("helix-worker") == 4, "the approved run to complete", timeout=90)
+        until(lambda: _is(promql(prom, waiting), {"helix-worker": 0, "helix-serve": 0}), "no run waiting")
+        assert promql(prom, 'helix_pending_calls{kind="approval"}') == {"helix-worker": 0, "helix-serve": 0}
+    finally:
+        serve.stop()
+        work.stop()
