@@ -192,7 +192,7 @@ async def _stored_result_async(session_id: str, status: str | None, workflow: An
     if status == WorkflowStatusString.CANCELLED.value:
         return AgentResult(session_id=session_id, status="aborted", error="aborted", stop_reason=None)
     try:
-        value = await workflow.get_result()
+        value = await asyncio.shield(workflow.get_result())  # a caller's timeout must not cancel the run
     except dbos_errors.DBOSAwaitedWorkflowCancelledError:
         return AgentResult(session_id=session_id, status="aborted", error="aborted", stop_reason=None)
     except HelixError:

@@ -164,14 +164,16 @@ class Notifications:
             await self._sync_channels(conn, listened)
             reader = asyncio.ensure_future(self._dispatch(conn))
             changed = asyncio.ensure_future(self._changed.wait())
-            done, _ = await asyncio.wait({reader, changed}, return_when=asyncio.FIRST_COMPLETED)
-            changed.cancel()
-            if reader in done:
+            try:
+                await asyncio.wait({reader, changed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                changed.cancel()
+                if not reader.done():
+                    reader.cancel()  # the connection is free again once the reader stopped
+                    await asyncio.wait({reader})  # (our own cancellation still propagates)
+            if not reader.cancelled():
                 reader.result()  # the connection was lost: raise
                 return
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
 
     async def _sync_channels(self, conn: psycopg.AsyncConnection[Any], listened: set[str]) -> None:
         wanted = {channel for channel, subs in self._by_channel.items() if subs}
