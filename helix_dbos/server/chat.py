@@ -94,7 +94,7 @@ async def _next_turn(request: Request, body: ChatRequest, text: str) -> Response
     stack = contextlib.AsyncExitStack()
     try:
         subscription = await stack.enter_async_context(live.notifications.subscribe(body.id, deltas=True))
-        state = await asyncio.to_thread(_latest_state, executor, body.id) if session is not None else None
+        state = await asyncio.to_thread(_latest_state, executor, body.id) if session is not None else _initial_state(executor, agent)
         handle = await executor.execute_async(agent, text, body.id)
     except BaseException:
         await stack.aclose()
@@ -272,6 +272,15 @@ def _run_of(executor: DBOSAgentExecutor, session_id: str, run: int) -> _Run:
         pending = reads.list_pending(conn, session_id, include_descendants=False)
     waiting = {call.tool_call_id: call.kind for call in pending}
     return _Run(run, record.start_seq, state, waiting, _client_tools(executor, session.agent_name))
+
+
+def _initial_state(executor: DBOSAgentExecutor, agent_name: str) -> Any:
+    """A new session's state: its agent's state schema's defaults (None without one)."""
+    try:
+        schema = executor.agent(agent_name).state_schema
+    except AgentNotRegisteredError:
+        return None
+    return None if schema is None else schema().model_dump(mode="json")
 
 
 def _latest_state(executor: DBOSAgentExecutor, session_id: str) -> Any:

@@ -132,3 +132,48 @@ def _listening_connections(executor: Any) -> int:
         " AND (query LIKE 'LISTEN helix_events%' OR query LIKE 'LISTEN \"helix_deltas_%')",
     )
     return int(found[0]["n"])
+
+
+class Notes(BaseModel):
+    notes: list[str] = []
+
+
+def test_each_update_state_is_published_at_once_before_the_tool_ends(executor):
+    released = threading.Event()
+
+    def work(args: NoInput, ctx: ToolContext) -> dict[str, Any]:
+        ctx.update_state(lambda draft: draft.notes.append("first"))
+        assert released.wait(RESULT_TIMEOUT), "the test never saw the live patch"
+        ctx.update_state(lambda draft: draft.notes.append("second"))
+        return {"ok": True}
+
+    agent = define_agent(unique("async"), tools=[define_tool("work", "Works slowly.", NoInput, work)], state_schema=Notes)
+    use_model(executor, text("first"), calls(call("w1", "work")), text("done"))
+    sid = unique("async-session")
+
+    async def collect(stream: Any) -> list[Any]:
+        items = []
+        async for item in stream:
+            items.append(item)
+            if isinstance(item, DeltaRecord) and item.kind == "state":
+                released.set()
+        return items
+
+    async def main() -> list[Any]:
+        from_seq = await _first_turn(executor, agent, sid)
+        reading = asyncio.ensure_future(collect(executor.stream_async(sid, from_seq, deltas=True)))
+        await asyncio.sleep(0.3)  # the reader listens
+        await executor.execute_async(agent, "work", sid)
+        items = await asyncio.wait_for(reading, RESULT_TIMEOUT)
+        await executor.close_async()
+        return items
+
+    items = asyncio.run(main())
+
+    live = [i for i in items if isinstance(i, DeltaRecord) and i.kind == "state"]
+    assert [d.patch for d in live] == [
+        [{"op": "add", "path": "/notes/-", "value": "first"}], [{"op": "add", "path": "/notes/-", "value": "second"}]
+    ]
+    assert {(d.tool_call_id, d.tool_name, d.index) for d in live} == {("w1", "work", 0), ("w1", "work", 1)}
+    order = [i.type if not isinstance(i, DeltaRecord) else f"delta:{i.kind}" for i in items]
+    assert order.index("delta:state") < order.index("tool_result") < order.index("state_patch")

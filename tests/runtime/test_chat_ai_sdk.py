@@ -196,3 +196,31 @@ def test_resume_answers_204_when_nothing_runs(executor, base):
     import httpx
 
     assert httpx.get(f"{base}/chat/{unique('nothing')}/stream").status_code == 204
+
+
+class Notes(BaseModel):
+    notes: list[str] = []
+
+
+def test_live_state_reaches_the_chat_as_one_data_state_part_before_the_tool_ends(executor, base):
+    def note(args: City, ctx: ToolContext) -> dict[str, Any]:
+        ctx.update_state(lambda draft: draft.notes.append(args.city))
+        return {"noted": args.city}
+
+    agent = define_agent(unique("chat"), tools=[define_tool("note", "Note a city.", City, note)], state_schema=Notes)
+    executor.register(agent)
+    use_model(executor, calls(call("n1", "note", {"city": "Lima"})), text("Noted."))
+    sid = unique("chat")
+
+    result = node_chat(base, sid, [{"send": "Note Lima"}], agent=agent.name)
+
+    message = assistant(result)
+    assert [p for p in message["parts"] if p["type"] == "data-state"] == [
+        {"type": "data-state", "id": "state", "data": {"notes": ["Lima"]}}
+    ]
+    chunks = [c for c in result["requests"][0]["chunks"] if isinstance(c, dict)]
+    states = [(n, c["data"]) for n, c in enumerate(chunks) if c["type"] == "data-state"]
+    result_at = next(n for n, c in enumerate(chunks) if c["type"] == "tool-output-available")
+    # the state at the start, the tool's live patch (before its result), the step's commit
+    assert [data for _, data in states] == [{"notes": []}, {"notes": ["Lima"]}, {"notes": ["Lima"]}]
+    assert states[1][0] < result_at < states[2][0]
