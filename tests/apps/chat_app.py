@@ -1,6 +1,6 @@
 """The app module of the chat crash test: DBOS on ``$HELIX_SERVER_APP_URL`` and one agent,
 ``chat-weather``, whose scripted model calls a tool, then streams a long answer slowly
-(so a worker can be killed mid-answer).
+(so a worker can be killed mid-answer). ``scripts/bench_chat.py`` serves it too.
 
     helix-dbos serve --app chat_app:executor --allow-unauthenticated
 """
@@ -13,7 +13,7 @@ from dbos import DBOS
 from pydantic import BaseModel
 
 from helix_dbos import DBOSAgentExecutor, MockLLMAdapter, ToolContext, dbos_config, define_agent, define_tool
-from helix_dbos.types import AssistantMessage
+from helix_dbos.types import AssistantMessage, UserMessage
 
 URL = os.environ["HELIX_SERVER_APP_URL"]
 ANSWER = " ".join(f"word{n}" for n in range(60))
@@ -28,8 +28,9 @@ def weather(args: City, ctx: ToolContext) -> dict:
 
 
 def model(messages, tools):
-    """A tool call, then the long answer."""
-    if sum(isinstance(m, AssistantMessage) for m in messages) == 0:
+    """A tool call, then the long answer (at once for a question that begins "Just answer")."""
+    asked = next(m.content for m in messages if isinstance(m, UserMessage))
+    if sum(isinstance(m, AssistantMessage) for m in messages) == 0 and not asked.startswith("Just answer"):
         return {"type": "tool_calls", "tool_calls": [{"id": "w1", "name": "weather", "arguments": {"city": "Oslo"}}]}
     return {"type": "text", "content": ANSWER}
 
