@@ -198,7 +198,8 @@ class DBOSAgentExecutor:
             run = row.run_count
         elif not 1 <= run <= row.run_count:
             raise HelixError(f"session {session_id!r} has runs 1 to {row.run_count}; there is no run {run}")
-        return AgentHandle(session_id, run, run_workflow_id(session_id, run), _live=self._live.get(_running_loop()))
+        loop = _running_loop()
+        return AgentHandle(session_id, run, run_workflow_id(session_id, run), _live=self._live.get(loop) if loop else None)
 
     def _start(self, request: RunRequest, queue: str | None = None, priority: int | None = None) -> AgentHandle:
         workflow_id = run_workflow_id(request.session_id, request.run)
