@@ -59,6 +59,11 @@ def answer_topic(step: int) -> str:
     return f"helix.answers.step.{step}"
 
 
+def denial_text(tool_call_id: str) -> str:
+    """How the error result of a denied call begins (a reason may follow after ``: ``)."""
+    return f"Tool call {tool_call_id} was not approved by the user"
+
+
 def outcome_error(kind: str, tool_call_id: str, message: dict[str, Any] | None) -> str | None:
     """The error text of an answered (or timed-out) call, or None when it may proceed."""
     if message is None:
@@ -66,7 +71,7 @@ def outcome_error(kind: str, tool_call_id: str, message: dict[str, Any] | None) 
         return f"Tool call {tool_call_id} timed out waiting for {waited}"
     if kind == "approval" and not message.get("approved"):
         reason = message.get("reason")
-        return f"Tool call {tool_call_id} was not approved by the user" + (f": {reason}" if reason else "")
+        return denial_text(tool_call_id) + (f": {reason}" if reason else "")
     if kind == "client" and message.get("error") is not None:
         return str(message["error"])
     return None

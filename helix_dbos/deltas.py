@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-DeltaKind = Literal["text", "reasoning", "tool_call"]
+DeltaKind = Literal["text", "reasoning", "tool_call", "state"]
 
 NOTIFY_PAYLOAD_LIMIT = 7900
 """Bytes of one published delta at most (Postgres refuses NOTIFY payloads of 8000 bytes)."""
@@ -37,15 +37,17 @@ NOTIFY_PAYLOAD_LIMIT = 7900
 class Delta(BaseModel):
     """One piece of a model answer: ``text`` or ``reasoning`` text, or a fragment of a tool
     call's raw JSON arguments (``kind="tool_call"``, with the call's id, name and index
-    when the provider has sent them)."""
+    when the provider has sent them); or one ``ctx.update_state`` of a running tool
+    (``kind="state"``: its RFC 6902 ``patch``, with the call's id and name, no text)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: DeltaKind
-    text: str
+    text: str = ""
     tool_call_id: str | None = None
     tool_name: str | None = None
     tool_index: int | None = None
+    patch: list[dict[str, Any]] | None = None
 
 
 DeltaSink = Callable[[Delta], None]

@@ -18,7 +18,9 @@ how long a drain takes and what an idle worker's lease costs (scripts/bench_leas
 tracing costs per turn, off and on (scripts/bench_tracing.py), how soon another process sees a run's
 events and token deltas (scripts/bench_streaming.py, in a process of its own), and new
 runs' rate, worker memory and approval time with 1,000 runs waiting for approval
-(scripts/bench_hitl.py); with
+(scripts/bench_hitl.py), and one server process with 1,000 SSE subscribers (threads,
+connections, RSS) and the time from ``POST /chat`` to the first token delta
+(scripts/bench_chat.py); with
 --peers, the side-by-side run with Pydantic AI + DBOS and LangGraph (scripts/bench_peers.py).
 
 It runs on a database of its own (created on the server of --database-url, else the
@@ -278,6 +280,8 @@ def main() -> None:
     subprocess.run(streaming + (["--quick"] if args.quick else []), check=True)
     hitl = [sys.executable, str(Path(__file__).with_name("bench_hitl.py")), "--database-url", server_url]
     subprocess.run(hitl + (["--quick"] if args.quick else []), check=True)
+    chat = [sys.executable, str(Path(__file__).with_name("bench_chat.py")), "--database-url", server_url]
+    subprocess.run(chat + (["--subscribers", "100", "--samples", "5"] if args.quick else []), check=True)
     if args.peers:
         peers = [sys.executable, str(Path(__file__).with_name("bench_peers.py")), "--database-url", server_url]
         subprocess.run(peers + (["--rounds", "1"] if args.quick else []), check=True)

@@ -18,11 +18,14 @@ side (``durable/``), which knows nothing of this class.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from typing import Any, Literal
 
-from dbos import DBOS, DBOSPortableJSONSerializer, SetWorkflowID, SQLAlchemyDatasource
+from dbos import DBOS, DBOSPortableJSONSerializer, SetEnqueueOptions, SetWorkflowID, SQLAlchemyDatasource
+from dbos import error as dbos_errors
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos.answers import SubmitOutcome, ToolAnswer
@@ -30,6 +33,7 @@ from helix_dbos.client import commands
 from helix_dbos.client.commands import input_text
 from helix_dbos.client.handle import AgentHandle
 from helix_dbos.client.leases import LeaseSettings, keep_lease
+from helix_dbos.client.live import LiveStreams
 from helix_dbos.client.streams import follow_events
 from helix_dbos.client.workflows import LocalWorkflows
 from helix_dbos.database import resolve_database_url
@@ -91,6 +95,7 @@ class DBOSAgentExecutor:
         install_runtime(self.runtime)
         self.lease = keep_lease(self.database_url, log, lease)
         """This process's worker lease (None without a configured DBOS, or with Conductor)."""
+        self._live: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LiveStreams] = weakref.WeakKeyDictionary()
 
     @property
     def llm(self) -> LLMAdapter:
@@ -156,6 +161,24 @@ class DBOSAgentExecutor:
         request = commands.plan_run(self.engine, config.name, input, session_id)
         return self._start(request, queue or self.default_queue, priority)
 
+    async def execute_async(
+        self,
+        agent: AgentConfig | str,
+        input: Any,
+        session_id: str | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> AgentHandle:
+        """:meth:`execute` for async code, outside workflows: the run is started with
+        DBOS's ``start_workflow_async``, so it runs on this event loop (its async tools
+        too), or enqueued with ``queue``. Planning the run is one short transaction in a
+        worker thread. ``await handle.result_async()`` waits for it without a thread."""
+        config = self._registered(agent)
+        if DBOS.workflow_id is not None:
+            raise WorkflowContextError("in workflow code, start agent runs with execute() (DBOS records it there)")
+        request = await asyncio.to_thread(commands.plan_run, self.engine, config.name, input, session_id)
+        return await self._start_async(request, queue or self.default_queue, priority)
+
     def resume(self, agent: AgentConfig | str, session_id: str) -> AgentHandle:
         """Continue an interrupted (or failed, or aborted) session where it stopped
         (in your own workflow, as a durable child, like :meth:`execute`).
@@ -181,7 +204,8 @@ class DBOSAgentExecutor:
             run = row.run_count
         elif not 1 <= run <= row.run_count:
             raise HelixError(f"session {session_id!r} has runs 1 to {row.run_count}; there is no run {run}")
-        return AgentHandle(session_id, run, run_workflow_id(session_id, run))
+        loop = _running_loop()
+        return AgentHandle(session_id, run, run_workflow_id(session_id, run), _live=self._live.get(loop) if loop else None)
 
     def _start(self, request: RunRequest, queue: str | None = None, priority: int | None = None) -> AgentHandle:
         workflow_id = run_workflow_id(request.session_id, request.run)
@@ -207,6 +231,22 @@ class DBOSAgentExecutor:
         # the other caller's run (its own input would be dropped without a word).
         with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"):
             return DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
+
+    async def _start_async(self, request: RunRequest, queue: str | None, priority: int | None) -> AgentHandle:
+        workflow_id = run_workflow_id(request.session_id, request.run)
+        try:
+            with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"):
+                if queue is None:
+                    started = await DBOS.start_workflow_async(agent_run_workflow, request.model_dump(mode="json"))
+                else:
+                    with SetEnqueueOptions(deduplication_id=request.session_id, priority=priority):
+                        started = await DBOS.enqueue_workflow_async(queue, agent_run_workflow, request.model_dump(mode="json"))
+        except (dbos_errors.DBOSWorkflowIDInUseError, dbos_errors.DBOSQueueDeduplicatedError):
+            raise commands.busy(request) from None
+        return AgentHandle(
+            request.session_id, request.run, workflow_id, _live=self.live(),
+            _async_workflow=started if queue is None else None,
+        )
 
     # --- controlling runs from any process ---------------------------------------------------
 
@@ -284,6 +324,36 @@ class DBOSAgentExecutor:
             raise SessionNotFoundError(f"no session {session_id!r}")
         return follow_events(self.database_url, session_id, from_seq, engine=self.engine, deltas=deltas, **options)
 
+    def live(self) -> LiveStreams:
+        """The async readers of this process in the running event loop: one listening
+        connection and a small connection pool, shared by every async stream and wait."""
+        loop = asyncio.get_running_loop()
+        live = self._live.get(loop)
+        if live is None:
+            live = self._live[loop] = LiveStreams(self.database_url)
+        return live
+
+    async def stream_async(
+        self, session_id: str, from_seq: int = 0, deltas: bool = False, **options: Any
+    ) -> AsyncIterator[EventRecord | DeltaRecord]:
+        """:meth:`stream` for async code: no thread and no connection of its own
+        (:class:`~helix_dbos.client.live.LiveStreams`). Options are ``follow``,
+        ``until_run_end`` and ``idle_timeout``, as for :meth:`stream`."""
+        require_storable("session_id", session_id)
+        live = self.live()
+        if await live.session_row(session_id) is None and await DBOS.get_workflow_status_async(
+            run_workflow_id(session_id, 1)
+        ) is None:
+            raise SessionNotFoundError(f"no session {session_id!r}")
+        async for item in live.follow(session_id, from_seq, deltas=deltas, **options):
+            yield item  # type: ignore[misc]
+
+    async def close_async(self) -> None:
+        """Close the running event loop's listening connection and pool (an app's shutdown)."""
+        live = self._live.pop(asyncio.get_running_loop(), None)
+        if live is not None:
+            await live.close()
+
     def _session_row(self, session_id: str) -> SessionRecord | None:
         require_storable("session_id", session_id)
         with self.engine.connect() as conn:
@@ -299,6 +369,13 @@ class DBOSAgentExecutor:
         if not self.runtime.is_registered(agent):
             self.register(agent)
         return agent
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _in_workflow_code() -> bool:

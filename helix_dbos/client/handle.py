@@ -6,12 +6,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS, WorkflowStatusString
 from dbos import error as dbos_errors
@@ -20,6 +22,9 @@ from helix_dbos.durable.requests import continued_by
 from helix_dbos.errors import HelixError, WorkflowContextError
 from helix_dbos.types import AgentResult
 
+if TYPE_CHECKING:
+    from helix_dbos.client.live import LiveStreams
+
 DONE_STATUSES = {
     WorkflowStatusString.SUCCESS.value,
     WorkflowStatusString.ERROR.value,
@@ -27,6 +32,7 @@ DONE_STATUSES = {
     WorkflowStatusString.MAX_RECOVERY_ATTEMPTS_EXCEEDED.value,
 }
 _STATUS_RECHECK_SECONDS = 1.0
+_WOKEN_RECHECK_SECONDS = 0.02
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,10 @@ class AgentHandle:
     """The run's task when this process started it: waited on instead of polling."""
     _workflow: Any = field(default=None, compare=False, repr=False)
     """DBOS's handle when workflow code started the run: its result is checkpointed."""
+    _async_workflow: Any = field(default=None, compare=False, repr=False)
+    """DBOS's async handle when this event loop runs the run: awaited, not polled."""
+    _live: LiveStreams | None = field(default=None, compare=False, repr=False)
+    """This loop's listening connection: the session's commits wake :meth:`result_async`."""
 
     def status(self) -> str | None:
         """The DBOS status of the workflow that holds the run now (PENDING, SUCCESS, ERROR,
@@ -74,6 +84,45 @@ class AgentHandle:
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"run {self.run} of session {self.session_id} still {status} after {timeout}s")
             self._wait_a_little(future, deadline, poll_interval)
+
+    async def result_async(self, timeout: float | None = None) -> AgentResult:
+        """Wait for the run to end without blocking the event loop or holding a thread.
+
+        A run this loop started is awaited on its task; any other is re-checked when the
+        session's events commit (the process's one listening connection wakes it) and
+        every second in any case, following a parked run through its waiter and
+        continuation. Raises ``TimeoutError`` after ``timeout`` seconds. In workflow code,
+        use :meth:`result` (DBOS records it there)."""
+        if DBOS.workflow_id is not None:
+            raise WorkflowContextError("in workflow code, await a run with handle.result() (DBOS records it there)")
+        return await asyncio.wait_for(self._ended_async(), timeout)
+
+    async def _ended_async(self) -> AgentResult:
+        subscribing = self._live.notifications.subscribe(self.session_id) if self._live else contextlib.nullcontext()
+        async with subscribing as subscription:  # type: ignore[attr-defined]
+            workflow_id, local = self.workflow_id, self._async_workflow
+            woken = False
+            while True:
+                if local is not None:
+                    ended = await _stored_result_async(self.session_id, None, local)
+                else:
+                    found = await DBOS.get_workflow_status_async(workflow_id)
+                    status = found.status if found else None
+                    ended = ""
+                    if status in DONE_STATUSES:
+                        ended = await _stored_result_async(
+                            self.session_id, status, await DBOS.retrieve_workflow_async(workflow_id)
+                        )
+                if isinstance(ended, AgentResult):
+                    return ended
+                if ended:
+                    workflow_id, local, woken = ended, None, True  # parked: its waiter, then its continuation
+                    continue
+                pause = _WOKEN_RECHECK_SECONDS if woken else _STATUS_RECHECK_SECONDS
+                if subscription is None:
+                    await asyncio.sleep(pause)
+                else:
+                    woken = await subscription.next(pause) is not None
 
     def _durable_result(self) -> AgentResult:
         """In workflow code: DBOS records the run's result as a step of the caller, so a
@@ -131,6 +180,21 @@ def stored_result(session_id: str, status: str | None, workflow: Any) -> AgentRe
         return AgentResult(session_id=session_id, status="aborted", error="aborted", stop_reason=None)
     try:
         value = workflow.get_result()
+    except HelixError:
+        raise
+    except Exception as exc:
+        return AgentResult(session_id=session_id, status="failed", error=f"{type(exc).__name__}: {exc}")
+    return stored_value(session_id, value)
+
+
+async def _stored_result_async(session_id: str, status: str | None, workflow: Any) -> AgentResult | str:
+    """:func:`stored_result` from DBOS's async handle."""
+    if status == WorkflowStatusString.CANCELLED.value:
+        return AgentResult(session_id=session_id, status="aborted", error="aborted", stop_reason=None)
+    try:
+        value = await asyncio.shield(workflow.get_result())  # a caller's timeout must not cancel the run
+    except dbos_errors.DBOSAwaitedWorkflowCancelledError:
+        return AgentResult(session_id=session_id, status="aborted", error="aborted", stop_reason=None)
     except HelixError:
         raise
     except Exception as exc:

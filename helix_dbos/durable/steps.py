@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from helix_dbos.durable.deltas import StepDeltas
+from helix_dbos.durable.deltas import LiveState, StepDeltas
 from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.requests import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
@@ -95,7 +95,8 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
         events.append(CustomEvent(name=name, data=data, tool_call_id=job.call.id).to_row())
 
     tracker = StateTracker(job.base_state, array_delta_mode=True, schema=agent.state_schema)
-    ctx = ToolContext(job.session_id, job.call.id, agent.name, job.step, tracker, emit=emit)
+    live = LiveState(tracker, runtime.deltas, job.session_id, job.run, job.step, job.call.id, tool.name)
+    ctx = ToolContext(job.session_id, job.call.id, agent.name, job.step, live, emit=emit)
     call = ToolCall(tool, job.call, ctx, tracker, key, events)
     try:
         if job.call.parse_error is not None:

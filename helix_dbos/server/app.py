@@ -21,7 +21,9 @@ from starlette.routing import BaseRoute, Mount
 
 from helix_dbos.client.executor import DBOSAgentExecutor
 from helix_dbos.errors import ConfigurationError, HelixError
+from helix_dbos.agents import AgentConfig
 from helix_dbos.server.auth import Authenticate, AuthMiddleware
+from helix_dbos.server.chat import CHAT_ROUTES
 from helix_dbos.server.console import create_console
 from helix_dbos.server.problems import on_helix_error, on_validation_error
 from helix_dbos.server.routes import ROUTES
@@ -37,6 +39,7 @@ def create_app(
     console: bool = True,
     console_secret: bytes | None = None,
     sse_keepalive: float = SSE_KEEPALIVE_SECONDS,
+    chat_agent: AgentConfig | str | None = None,
 ) -> Starlette:
     """The agent server for ``executor``'s agents.
 
@@ -45,13 +48,15 @@ def create_app(
     With ``console`` the operator console is mounted at ``/console`` behind the same
     authentication (``server/console``); ``console_secret`` signs its CSRF tokens (give
     every process of a deployment the same one; default: random per process).
-    ``sse_keepalive`` is the seconds between keep-alive comments of a quiet ``/sse``.
+    ``sse_keepalive`` is the seconds between keep-alive comments of a quiet ``/sse`` (and
+    chat stream). ``chat_agent`` runs new chats whose request names no ``agent``
+    (``server/chat.py``: the AI SDK's ``useChat`` routes under ``/chat``).
     """
     if authenticate is None and not allow_unauthenticated:
         raise ConfigurationError(
             "create_app needs authenticate=<hook>, or allow_unauthenticated=True to serve without authentication"
         )
-    routes: list[BaseRoute] = list(ROUTES)
+    routes: list[BaseRoute] = [*ROUTES, *CHAT_ROUTES]
     if console:
         routes.append(Mount("/console", app=create_console(executor, console_secret)))
     app = Starlette(
@@ -61,4 +66,5 @@ def create_app(
     )
     app.state.executor = executor
     app.state.sse_keepalive = sse_keepalive
+    app.state.chat_agent = chat_agent.name if isinstance(chat_agent, AgentConfig) else chat_agent
     return app

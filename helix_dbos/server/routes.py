@@ -2,14 +2,16 @@
 commands: every one works whichever process started the run, because everything it
 reads or asks goes through the database (and DBOS), not through in-memory handles.
 
-Blocking calls run in Starlette's thread pool; ``/sse`` serves the executor's stream from
-a thread too, one keep-alive comment per quiet interval, until the session stops running
-(or, with ``follow``, until the client goes away).
+Commands (short transactions) run in Starlette's thread pool. ``/sse`` is native async:
+it shares the process's one listening connection and reads through a small pool
+(:class:`~helix_dbos.client.live.LiveStreams`), holding no thread and no connection of
+its own, one keep-alive comment per quiet interval, until the session stops running (or,
+with ``follow``, until the client goes away).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -20,6 +22,8 @@ from starlette.routing import Route
 
 from helix_dbos.client import commands
 from helix_dbos.client.executor import DBOSAgentExecutor
+from helix_dbos.client.live import IDLE, LiveStreams
+from helix_dbos.deltas import DeltaRecord
 from helix_dbos.durable.requests import run_workflow_id
 from helix_dbos.errors import SessionNotFoundError
 from helix_dbos.events import RUN_END_EVENTS
@@ -162,36 +166,36 @@ async def get_session(request: Request) -> Response:
 async def sse(request: Request) -> Response:
     query = _query(request, SseQuery)
     from_seq = resume_from(request.headers.get("last-event-id") or query.last_event_id)
-    executor = _executor(request)
-    await run_in_threadpool(require_known, executor, query.session_id)  # 404 before the stream starts
-    frames = sse_frames(executor, query.session_id, from_seq, query.deltas, query.follow,
-                        request.app.state.sse_keepalive)
+    live = _executor(request).live()
+    await require_known(live, query.session_id)  # 404 before the stream starts
+    frames = sse_frames(live, query.session_id, from_seq, query.deltas, query.follow, request.app.state.sse_keepalive)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
 
 
-def sse_frames(
-    executor: DBOSAgentExecutor, session_id: str, from_seq: int, deltas: bool, follow: bool, keepalive: float
-) -> Iterator[str]:
+async def sse_frames(
+    live: LiveStreams, session_id: str, from_seq: int, deltas: bool, follow: bool, keepalive: float
+) -> AsyncIterator[str]:
     """The session's stream from ``from_seq`` as SSE frames; a keep-alive comment after
     each ``keepalive`` seconds without news. Without ``follow`` it ends once the session
     has no run in progress and its last event was sent."""
-    while True:
-        for item in executor.stream(session_id, from_seq, deltas=deltas, until_run_end=False, idle_timeout=keepalive):
-            yield encode(item)
-            if item.type == "delta":
-                continue
-            from_seq = item.seq + 1
-            if not follow and item.type in RUN_END_EVENTS and _finished(executor, session_id, item.seq):
+    last_sent = from_seq - 1
+    async for item in live.follow(session_id, from_seq, deltas=deltas, until_run_end=False, heartbeat=keepalive):
+        if item is IDLE:
+            if not follow and await _finished(live, session_id, last_sent):
                 return
-        if not follow and _finished(executor, session_id, from_seq - 1):
+            yield KEEPALIVE
+            continue
+        yield encode(item)  # type: ignore[arg-type]
+        if isinstance(item, DeltaRecord):
+            continue
+        last_sent = item.seq  # type: ignore[union-attr]
+        if not follow and item.type in RUN_END_EVENTS and await _finished(live, session_id, last_sent):  # type: ignore[union-attr]
             return
-        yield KEEPALIVE
 
 
-def _finished(executor: DBOSAgentExecutor, session_id: str, last_sent: int) -> bool:
-    with executor.engine.connect() as conn:
-        session = reads.get_session_row(conn, session_id)
+async def _finished(live: LiveStreams, session_id: str, last_sent: int) -> bool:
+    session = await live.session_row(session_id)
     return session is not None and session.status not in ACTIVE_STATUSES and session.event_seq <= last_sent
 
 
@@ -201,12 +205,14 @@ def _session_row(executor: DBOSAgentExecutor, session_id: str) -> Any:
         return commands.require_session(conn, session_id)
 
 
-def require_known(executor: DBOSAgentExecutor, session_id: str) -> None:
+async def require_known(live: LiveStreams, session_id: str) -> None:
     """A session that exists, or whose first run was started and has not begun yet."""
     require_storable("session_id", session_id)
-    with executor.engine.connect() as conn:
-        if reads.get_session_row(conn, session_id) is None:
-            _require_started(conn, session_id)
+    if await live.session_row(session_id) is None:
+        from dbos import DBOS
+
+        if await DBOS.get_workflow_status_async(run_workflow_id(session_id, 1)) is None:
+            raise SessionNotFoundError(f"no session {session_id!r}")
 
 
 def _require_started(conn: Any, session_id: str) -> None:

@@ -43,11 +43,12 @@ def session_num(param: str = "id") -> str:
 _SESSION_NUM = f"session_num = {session_num()}"
 
 
+SESSION_ROW = sa.text(f"SELECT {_SESSION_COLUMNS} FROM helix.sessions WHERE id = :id")
+
+
 def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | None:
     """The session's row (no transcript or state), or None."""
-    row = conn.execute(
-        sa.text(f"SELECT {_SESSION_COLUMNS} FROM helix.sessions WHERE id = :id"), {"id": session_id}
-    ).mappings().first()
+    row = conn.execute(SESSION_ROW, {"id": session_id}).mappings().first()
     return SessionRecord.model_validate(dict(row)) if row else None
 
 

@@ -10,7 +10,7 @@ PROBE = f"""
 import sys
 import helix_dbos.orchestration, helix_dbos.agents, helix_dbos.tools, helix_dbos.state
 import helix_dbos.types, helix_dbos.errors, helix_dbos.events, helix_dbos.answers, helix_dbos.subagents, helix_dbos.text
-import helix_dbos.deltas, helix_dbos.sse
+import helix_dbos.deltas, helix_dbos.sse, helix_dbos.ui_stream
 loaded = sorted({{name.split(".")[0] for name in sys.modules}} & set({FORBIDDEN!r}))
 print(",".join(loaded))
 """

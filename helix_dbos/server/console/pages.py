@@ -156,8 +156,9 @@ async def events(request: Request) -> Response:
     session_id = request.path_params["session_id"]
     executor = _executor(request)
     from_seq = resume_from(request.headers.get("last-event-id"))
-    await run_in_threadpool(require_known, executor, session_id)
-    frames = sse_frames(executor, session_id, from_seq, deltas=False, follow=True, keepalive=15.0)
+    live = executor.live()
+    await require_known(live, session_id)
+    frames = sse_frames(live, session_id, from_seq, deltas=False, follow=True, keepalive=15.0)
     return StreamingResponse(frames, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 

@@ -1,0 +1,311 @@
+"""Chat routes: the AI SDK's ``useChat`` (``DefaultChatTransport``) talks to durable agents.
+
+The chat's id is the session's id, and each run of the session is one assistant message
+(``helix_dbos.ui_stream``). Every stream is native async: it shares the process's one
+listening connection and reads through a small pool, holding no thread.
+
+- ``POST /chat``: a user message as last message starts the session's next run (a new
+  session runs the body's ``agent``, else the server's ``chat_agent``) and streams its
+  message; an assistant message as last message answers the calls its tool parts hold
+  answers for (approvals, client tools' outputs) and continues that message from where
+  it paused. Nothing else of the client's history is read.
+- ``GET /chat/{id}/stream``: the current run's message from its ``start``, then live;
+  204 when no run is in progress (``useChat({resume: true})``).
+- ``POST /chat/{id}/stop`` (abort now), ``/interrupt`` (after the current step),
+  ``/abort``, ``/submit-tool-result``: JSON, as the executor routes.
+
+A message pauses (the stream ends with ``finish``) when the run waits for people; the
+run holds no process meanwhile, and a reload, another server process or another day
+continues it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from helix_dbos.client import commands
+from helix_dbos.client.executor import DBOSAgentExecutor
+from helix_dbos.client.live import CAUGHT_UP, IDLE, LiveStreams
+from helix_dbos.client.notifications import Subscription
+from helix_dbos.deltas import DeltaRecord
+from helix_dbos.durable.requests import run_workflow_id
+from helix_dbos.errors import AgentNotRegisteredError, SessionNotFoundError, ToolCallNotPendingError
+from helix_dbos.server.bodies import AbortBody, SubmitBody
+from helix_dbos.server.chat_request import ChatRequest, answered_calls, answers, user_text
+from helix_dbos.server.problems import problem
+from helix_dbos.sse import KEEPALIVE
+from helix_dbos.store import reads
+from helix_dbos.store.records import EventRecord
+from helix_dbos.text import require_storable
+from helix_dbos.types import ACTIVE_STATUSES
+from helix_dbos.ui_stream import DONE, HEADERS, UIMessageStream, encode
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Where a run's message begins: its first seq, the state then, and its open calls."""
+
+    run: int
+    start_seq: int
+    state: Any
+    waiting: dict[str, str]
+    client_tools: frozenset[str] = frozenset()
+
+
+def _executor(request: Request) -> DBOSAgentExecutor:
+    return request.app.state.executor  # type: ignore[no-any-return]
+
+
+async def chat(request: Request) -> Response:
+    """``POST /chat``."""
+    try:
+        data = await request.json()
+    except ValueError:
+        data = None
+    body = ChatRequest.model_validate(data)
+    require_storable("session_id", body.id)
+    if body.trigger == "regenerate-message":
+        return problem(422, "regenerate_not_supported", "a durable chat's transcript is kept: send a new message instead")
+    last = body.messages[-1] if body.messages else {}
+    if last.get("role") == "user":
+        return await _next_turn(request, body, user_text(last))
+    if last.get("role") == "assistant":
+        return await _answer(request, body, last)
+    return problem(422, "invalid_request", "the last message must be a user message or an assistant message with answers")
+
+
+async def _next_turn(request: Request, body: ChatRequest, text: str) -> Response:
+    if not text:
+        return problem(422, "invalid_request", "the user message has no text")
+    executor = _executor(request)
+    live = executor.live()
+    session = await live.session_row(body.id)
+    agent = session.agent_name if session is not None else body.agent or request.app.state.chat_agent
+    if agent is None:
+        return problem(422, "invalid_request", "say which agent runs this chat ('agent'), or give the server a chat_agent")
+    stack = contextlib.AsyncExitStack()
+    try:
+        subscription = await stack.enter_async_context(live.notifications.subscribe(body.id, deltas=True))
+        state = await asyncio.to_thread(_latest_state, executor, body.id) if session is not None else _initial_state(executor, agent)
+        handle = await executor.execute_async(agent, text, body.id)
+    except BaseException:
+        await stack.aclose()
+        raise
+    ui = UIMessageStream(body.id, handle.run, state=state, client_tools=_client_tools(executor, agent))
+    from_seq = session.event_seq + 1 if session is not None else 0
+    return _stream(_frames(request, live, ui, from_seq, subscription, stack))
+
+
+async def _answer(request: Request, body: ChatRequest, message: dict[str, Any]) -> Response:
+    """Record the answers the message holds, then continue the message from its pause."""
+    executor = _executor(request)
+    live = executor.live()
+    session = await live.session_row(body.id)
+    if session is None:
+        raise SessionNotFoundError(f"no session {body.id!r}")
+    run = await asyncio.to_thread(_run_of, executor, body.id, session.run_count)
+    committed = await _events(live, body.id, run.start_seq)
+    probe = _message(executor, body.id, run)
+    for event in committed:
+        probe.event(event)
+    paused = [probe.paused_at[c] for c in answered_calls(message) if c in probe.paused_at]
+    resume_after = max(paused) if paused else (committed[-1].seq if committed else run.start_seq - 1)
+    stack = contextlib.AsyncExitStack()
+    try:
+        subscription = await stack.enter_async_context(live.notifications.subscribe(body.id, deltas=True))
+        for answer in answers(message, run.waiting, _approver(request)):
+            with contextlib.suppress(ToolCallNotPendingError):  # timed out, or its run moved on
+                await asyncio.to_thread(executor.submit_tool_result, body.id, answer)
+    except BaseException:
+        await stack.aclose()
+        raise
+    ui = _message(executor, body.id, run)
+    ui.answered(answered_calls(message))
+    replay = [event for event in committed if event.seq <= resume_after]
+    return _stream(_frames(request, live, ui, resume_after + 1, subscription, stack, replay))
+
+
+async def resume_stream(request: Request) -> Response:
+    """``GET /chat/{session_id}/stream``: the current run's message, or 204."""
+    session_id = request.path_params["session_id"]
+    require_storable("session_id", session_id)
+    executor = _executor(request)
+    live = executor.live()
+    session = await live.session_row(session_id)
+    if session is None and not await _first_run_pending(session_id):
+        return Response(status_code=204)
+    if session is not None and session.status not in ACTIVE_STATUSES:
+        return Response(status_code=204)
+    if session is None:
+        run = _Run(run=1, start_seq=0, state=None, waiting={})
+    else:
+        run = await asyncio.to_thread(_run_of, executor, session_id, session.run_count)
+    stack = contextlib.AsyncExitStack()
+    subscription = await stack.enter_async_context(live.notifications.subscribe(session_id, deltas=True))
+    return _stream(_frames(request, live, _message(executor, session_id, run), run.start_seq, subscription, stack))
+
+
+async def stop(request: Request) -> Response:
+    """``POST /chat/{session_id}/stop``: the stop button; the run ends ``aborted`` now."""
+    return await _abort(request, "stopped")
+
+
+async def abort(request: Request) -> Response:
+    try:
+        data = await request.json()
+    except ValueError:
+        data = {}
+    reason = AbortBody.model_validate({**(data or {}), "session_id": request.path_params["session_id"]}).reason
+    return await _abort(request, reason)
+
+
+async def interrupt(request: Request) -> Response:
+    session_id = request.path_params["session_id"]
+    if not await asyncio.to_thread(_executor(request).interrupt, session_id):
+        return problem(409, "not_running", f"session {session_id!r} has no run in progress")
+    return JSONResponse({"session_id": session_id, "interrupt_requested": True})
+
+
+async def submit_tool_result(request: Request) -> Response:
+    session_id = request.path_params["session_id"]
+    try:
+        data = await request.json()
+    except ValueError:
+        data = None
+    body = SubmitBody.model_validate({**(data if isinstance(data, dict) else {}), "session_id": session_id})
+    outcome = await asyncio.to_thread(_executor(request).submit_tool_result, session_id, body.answer(_approver(request)))
+    if outcome.status == "already_answered":
+        return problem(409, "already_answered", f"tool call {body.tool_call_id!r} was already answered",
+                       outcome=outcome.model_dump(mode="json"))
+    return JSONResponse(outcome.model_dump(mode="json"))
+
+
+async def _abort(request: Request, reason: str) -> Response:
+    session_id = request.path_params["session_id"]
+    if not await asyncio.to_thread(_executor(request).abort, session_id, reason):
+        return problem(409, "not_running", f"session {session_id!r} has no run in progress")
+    return JSONResponse({"session_id": session_id, "aborted": True})
+
+
+# --- streaming ------------------------------------------------------------------------------
+
+
+def _stream(frames: AsyncIterator[str]) -> StreamingResponse:
+    return StreamingResponse(frames, media_type="text/event-stream", headers=HEADERS)
+
+
+async def _frames(
+    request: Request,
+    live: LiveStreams,
+    ui: UIMessageStream,
+    from_seq: int,
+    subscription: Subscription,
+    stack: contextlib.AsyncExitStack,
+    replay: Sequence[EventRecord] = (),
+) -> AsyncIterator[str]:
+    """The message's frames: what ``replay`` already showed the client is folded in
+    silently, then ``start`` and the run's events from ``from_seq`` and its deltas, live,
+    until the run ends or the message waits for people."""
+    try:
+        for event in replay:
+            ui.event(event)
+        for chunk in ui.start():
+            yield encode(chunk)
+        items = live.follow(
+            ui.session_id, from_seq, deltas=True, until_run_end=False, heartbeat=request.app.state.sse_keepalive,
+            marks=True, subscription=subscription,
+        )
+        async for item in items:
+            if item is CAUGHT_UP:
+                if ui.waiting:
+                    for chunk in ui.pause():
+                        yield encode(chunk)
+                    break
+                continue
+            if item is IDLE:
+                yield KEEPALIVE
+                continue
+            chunks = ui.delta(item) if isinstance(item, DeltaRecord) else ui.event(item)  # type: ignore[arg-type]
+            for chunk in chunks:
+                yield encode(chunk)
+            if ui.ended:
+                break
+        yield DONE
+    finally:
+        await stack.aclose()
+
+
+async def _events(live: LiveStreams, session_id: str, from_seq: int) -> list[EventRecord]:
+    """Every committed event of the session from ``from_seq``."""
+    found: list[EventRecord] = []
+    while batch := await live.events_after(session_id, (found[-1].seq if found else from_seq - 1)):
+        found.extend(batch)
+    return found
+
+
+def _message(executor: DBOSAgentExecutor, session_id: str, run: _Run) -> UIMessageStream:
+    return UIMessageStream(session_id, run.run, state=run.state, client_tools=run.client_tools)
+
+
+def _client_tools(executor: DBOSAgentExecutor, agent_name: str) -> frozenset[str]:
+    """The client-executed tools of an agent (none when this process does not know it)."""
+    try:
+        return frozenset(tool.name for tool in executor.agent(agent_name).all_tools() if tool.is_client)
+    except AgentNotRegisteredError:
+        return frozenset()
+
+
+def _run_of(executor: DBOSAgentExecutor, session_id: str, run: int) -> _Run:
+    """Run ``run`` of the session: where its message begins, and what it waits on."""
+    with executor.engine.connect() as conn:
+        session = commands.require_session(conn, session_id)
+        record = reads.list_runs(conn, session_id)[run - 1]
+        state = reads.load_state(conn, session_id, record.start_step)
+        pending = reads.list_pending(conn, session_id, include_descendants=False)
+    waiting = {call.tool_call_id: call.kind for call in pending}
+    return _Run(run, record.start_seq, state, waiting, _client_tools(executor, session.agent_name))
+
+
+def _initial_state(executor: DBOSAgentExecutor, agent_name: str) -> Any:
+    """A new session's state: its agent's state schema's defaults (None without one)."""
+    try:
+        schema = executor.agent(agent_name).state_schema
+    except AgentNotRegisteredError:
+        return None
+    return None if schema is None else schema().model_dump(mode="json")
+
+
+def _latest_state(executor: DBOSAgentExecutor, session_id: str) -> Any:
+    with executor.engine.connect() as conn:
+        return reads.load_state(conn, session_id)
+
+
+async def _first_run_pending(session_id: str) -> bool:
+    """The session's first run was started and has not written the session row yet."""
+    from dbos import DBOS
+
+    status = await DBOS.get_workflow_status_async(run_workflow_id(session_id, 1))
+    return status is not None and status.status in ("PENDING", "ENQUEUED")
+
+
+def _approver(request: Request) -> str | None:
+    principal = getattr(request.state, "principal", None)
+    return None if principal is None else str(principal)
+
+
+CHAT_ROUTES = [
+    Route("/chat", chat, methods=["POST"]),
+    Route("/chat/{session_id}/stream", resume_stream, methods=["GET"]),
+    Route("/chat/{session_id}/stop", stop, methods=["POST"]),
+    Route("/chat/{session_id}/interrupt", interrupt, methods=["POST"]),
+    Route("/chat/{session_id}/abort", abort, methods=["POST"]),
+    Route("/chat/{session_id}/submit-tool-result", submit_tool_result, methods=["POST"]),
+]

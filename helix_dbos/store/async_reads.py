@@ -1,0 +1,52 @@
+"""The reads a live stream makes, over psycopg's async connections: the statements of
+``store/reads.py``, compiled once for psycopg, so an async server reads the session's
+stream without a thread::
+
+    async with pool.connection() as conn:
+        batch = await events_after(conn, "s1", after_seq=41)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
+
+from helix_dbos.store.reads import EVENTS_AFTER, SESSION_ROW
+from helix_dbos.store.records import EventRecord, SessionRecord
+
+_DIALECT = psycopg_dialect.dialect()
+
+def psycopg_sql(statement: sa.TextClause) -> str:
+    """``statement`` with psycopg's ``%(name)s`` placeholders.
+
+    >>> psycopg_sql(sa.text("SELECT 1 WHERE id = :id AND x LIKE 'a%'"))
+    "SELECT 1 WHERE id = %(id)s AND x LIKE 'a%%'"
+    """
+    return str(statement.compile(dialect=_DIALECT))
+
+
+_EVENTS_AFTER = psycopg_sql(EVENTS_AFTER)
+_SESSION_ROW = psycopg_sql(SESSION_ROW)
+
+
+async def _rows(conn: AsyncConnection[Any], sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(sql, params)
+        return await cur.fetchall()
+
+
+async def events_after(conn: AsyncConnection[Any], session_id: str, after_seq: int, limit: int = 1000) -> list[EventRecord]:
+    """Up to ``limit`` events of the session's stream after ``after_seq``, in order."""
+    rows = await _rows(conn, _EVENTS_AFTER, {"id": session_id, "after": after_seq, "limit": limit})
+    return [EventRecord.model_validate(row) for row in rows]
+
+
+async def get_session_row(conn: AsyncConnection[Any], session_id: str) -> SessionRecord | None:
+    """The session's row (no transcript or state), or None."""
+    rows = await _rows(conn, _SESSION_ROW, {"id": session_id})
+    return SessionRecord.model_validate(rows[0]) if rows else None
+
