@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dbos import DBOS
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -290,8 +291,6 @@ def _latest_state(executor: DBOSAgentExecutor, session_id: str) -> Any:
 
 async def _first_run_pending(session_id: str) -> bool:
     """The session's first run was started and has not written the session row yet."""
-    from dbos import DBOS
-
     status = await DBOS.get_workflow_status_async(run_workflow_id(session_id, 1))
     return status is not None and status.status in ("PENDING", "ENQUEUED")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
+from dbos import DBOS
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -209,8 +210,6 @@ async def require_known(live: LiveStreams, session_id: str) -> None:
     """A session that exists, or whose first run was started and has not begun yet."""
     require_storable("session_id", session_id)
     if await live.session_row(session_id) is None:
-        from dbos import DBOS
-
         if await DBOS.get_workflow_status_async(run_workflow_id(session_id, 1)) is None:
             raise SessionNotFoundError(f"no session {session_id!r}")
 

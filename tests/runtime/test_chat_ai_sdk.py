@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from runtime_testkit import Serving, call, calls, rows, text, unique, use_model, wait_for
+from runtime_testkit import Serving, call, calls, rows, text, unique, use_model
 
 from helix_dbos import ToolContext, define_agent, define_tool
 from helix_dbos.server import create_app
