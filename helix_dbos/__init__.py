@@ -2,18 +2,18 @@
 
     from helix_dbos import define_agent, tool, DBOSAgentExecutor, LiteLLMAdapter
 
-The names below are the public API; the seed's pure functions stay importable from
-``helix_dbos.orchestration`` and ``helix_dbos.state``, the operator API is
-``helix_dbos.client.admin``. Names are imported on first use, so that ``import
-helix_dbos.orchestration`` (the pure core) pulls in neither DBOS nor the database driver,
-and the CLI starts fast.
+The names below are the public API; the pure functions of the agent loop stay importable
+from ``helix_dbos.orchestration`` and ``helix_dbos.state``, and the operator API (with
+nothing but a database URL) is ``helix_dbos.admin``. Names are imported on first use, so
+that ``import helix_dbos.orchestration`` (the pure core) pulls in neither DBOS nor the
+database driver, and the CLI starts fast; type checkers see every name's real type.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 """This release; see CHANGELOG.md for what each release changed and docs/upgrading.md for
@@ -61,6 +61,13 @@ _EXPORTS: dict[str, str] = {
     "RunEnqueuer": "helix_dbos.client.queues",
     "register_queue": "helix_dbos.client.queues",
     "StructuredLogger": "helix_dbos.logs",
+    # what the executor and the operator API return
+    "AnswerRecord": "helix_dbos.store.records",
+    "EventRecord": "helix_dbos.store.records",
+    "PendingToolCall": "helix_dbos.store.records",
+    "RunRecord": "helix_dbos.store.records",
+    "SessionRecord": "helix_dbos.store.records",
+    "UsageSummary": "helix_dbos.store.records",
     # human in the loop
     "ApprovalResponse": "helix_dbos.answers",
     "ClientToolResult": "helix_dbos.answers",
@@ -101,10 +108,106 @@ _EXPORTS: dict[str, str] = {
     "WorkflowContextError": "helix_dbos.errors",
 }
 
-__all__ = sorted(_EXPORTS)
+if TYPE_CHECKING:  # what type checkers see; at run time each name is imported on first use
+    from helix_dbos.agents import AgentConfig as AgentConfig, AgentHooks as AgentHooks, define_agent as define_agent
+    from helix_dbos.answers import (
+        ApprovalResponse as ApprovalResponse,
+        ClientToolResult as ClientToolResult,
+        SubmitOutcome as SubmitOutcome,
+    )
+    from helix_dbos.client.executor import DBOSAgentExecutor as DBOSAgentExecutor
+    from helix_dbos.client.handle import AgentHandle as AgentHandle
+    from helix_dbos.client.launcher import (
+        application_version as application_version,
+        dbos_config as dbos_config,
+        drain as drain,
+        launch_standalone as launch_standalone,
+        shutdown as shutdown,
+    )
+    from helix_dbos.client.leases import Drained as Drained, LeaseSettings as LeaseSettings
+    from helix_dbos.client.queues import (
+        QueueSettings as QueueSettings,
+        RateLimit as RateLimit,
+        RunEnqueuer as RunEnqueuer,
+        register_queue as register_queue,
+    )
+    from helix_dbos.companions import PersistentAgent as PersistentAgent, persistent_agent as persistent_agent
+    from helix_dbos.deltas import DeltaRecord as DeltaRecord
+    from helix_dbos.errors import (
+        AgentDefinitionError as AgentDefinitionError,
+        AgentNotRegisteredError as AgentNotRegisteredError,
+        ConfigurationError as ConfigurationError,
+        DatabaseError as DatabaseError,
+        DatabaseUnavailableError as DatabaseUnavailableError,
+        ExecutorIdInUseError as ExecutorIdInUseError,
+        HelixError as HelixError,
+        InvalidLastEventIdError as InvalidLastEventIdError,
+        InvalidToolResultError as InvalidToolResultError,
+        ReadOnlyStateError as ReadOnlyStateError,
+        SchemaOutdatedError as SchemaOutdatedError,
+        SessionBusyError as SessionBusyError,
+        SessionNotFoundError as SessionNotFoundError,
+        ToolCallNotPendingError as ToolCallNotPendingError,
+        ToolInputError as ToolInputError,
+        UnstorableTextError as UnstorableTextError,
+        WorkflowContextError as WorkflowContextError,
+    )
+    from helix_dbos.events import Event as Event
+    from helix_dbos.llm import (
+        LLMAdapter as LLMAdapter,
+        LiteLLMAdapter as LiteLLMAdapter,
+        MockLLMAdapter as MockLLMAdapter,
+    )
+    from helix_dbos.logs import StructuredLogger as StructuredLogger
+    from helix_dbos.orchestration import (
+        StopInfo as StopInfo,
+        cost_exceeds as cost_exceeds,
+        has_tool_call as has_tool_call,
+        step_count_is as step_count_is,
+        total_tokens_exceed as total_tokens_exceed,
+    )
+    from helix_dbos.remote import create_remote_sub_agent_tool as create_remote_sub_agent_tool
+    from helix_dbos.store.records import (
+        AnswerRecord as AnswerRecord,
+        EventRecord as EventRecord,
+        PendingToolCall as PendingToolCall,
+        RunRecord as RunRecord,
+        SessionRecord as SessionRecord,
+        UsageSummary as UsageSummary,
+    )
+    from helix_dbos.subagents import create_sub_agent_tool as create_sub_agent_tool
+    from helix_dbos.tools import (
+        AbortSignal as AbortSignal,
+        HookContext as HookContext,
+        Tool as Tool,
+        ToolContext as ToolContext,
+        define_tool as define_tool,
+        tool as tool,
+    )
+    from helix_dbos.types import (
+        AgentResult as AgentResult,
+        AssistantMessage as AssistantMessage,
+        LLMConfig as LLMConfig,
+        Message as Message,
+        ParsedToolCall as ParsedToolCall,
+        SessionStatus as SessionStatus,
+        StepInfo as StepInfo,
+        StepResult as StepResult,
+        SystemMessage as SystemMessage,
+        TextStepResult as TextStepResult,
+        ToolCallsStepResult as ToolCallsStepResult,
+        ToolResultMessage as ToolResultMessage,
+        Usage as Usage,
+        UserMessage as UserMessage,
+    )
+    from helix_dbos import admin as admin
+
+__all__ = sorted([*_EXPORTS, "admin"])
 
 
 def __getattr__(name: str) -> Any:
+    if name == "admin":
+        return importlib.import_module("helix_dbos.admin")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'helix_dbos' has no attribute {name!r}")

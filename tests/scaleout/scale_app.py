@@ -113,6 +113,6 @@ chaos_agent = define_agent(name="chaos-agent", system_prompt="Work in steps.", t
 deadline_agent = define_agent(name="deadline-agent", system_prompt="Publish.", tools=[publish_soon], output_schema=Done)
 
 DBOS(config=dbos_config(URL, name="helix-scaleout", version=os.environ.get("HELIX_SCALEOUT_VERSION", "1"),
-                        notification_listener_polling_interval_sec=0.01))
+                        notification_listener_polling_interval_sec=0.01, sys_db_pool_size=8))
 executor = DBOSAgentExecutor(llm=MockLLMAdapter(responder=respond, delay_seconds=0.01), database_url=URL)
 executor.register(scale_agent, gated_agent, deadline_agent, chaos_agent)

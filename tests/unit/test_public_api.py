@@ -1,5 +1,5 @@
 """The public namespace: ``__all__`` is exactly what ``helix_dbos`` exports, and every
-name resolves; the exception tree has one root."""
+name resolves; the exception tree has one root; the operator API is ``helix_dbos.admin``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from helix_dbos import errors
 
 
 def test_all_and_the_exports_agree() -> None:
-    assert helix_dbos.__all__ == sorted(helix_dbos._EXPORTS)
+    assert helix_dbos.__all__ == sorted([*helix_dbos._EXPORTS, "admin"])  # and the operator API's module
     assert dir(helix_dbos) == helix_dbos.__all__
     for name in helix_dbos.__all__:
         assert getattr(helix_dbos, name) is not None, name
@@ -40,3 +40,10 @@ def test_the_state_and_llm_errors_are_helix_errors_too() -> None:
 
     assert issubclass(StateError, helix_dbos.HelixError)
     assert issubclass(LLMError, helix_dbos.HelixError)
+
+
+def test_the_operator_api_is_importable_from_the_top() -> None:
+    from helix_dbos import admin
+    from helix_dbos.client import admin as client_admin
+
+    assert admin.__all__ == client_admin.__all__ and admin.list_pending is client_admin.list_pending

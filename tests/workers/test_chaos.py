@@ -47,7 +47,8 @@ def procs() -> Iterator[list[Proc]]:
 def transcript(conn: psycopg.Connection, session_id: str) -> str:
     """The session's messages as JSON, with the session id written as ``<S>``."""
     messages = [r[0] for r in conn.execute(
-        "SELECT message FROM helix.messages WHERE session_id = %s ORDER BY seq", (session_id,))]
+        "SELECT message FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s)"
+        " ORDER BY seq", (session_id,))]
     return json.dumps(messages, sort_keys=True).replace(session_id, "<S>")
 
 
@@ -97,7 +98,9 @@ def test_runs_survive_two_minutes_of_killed_and_drained_workers(url: str, procs:
         expected = transcript(conn, "ref")
         for sid in sessions:
             assert transcript(conn, sid) == expected, sid
-            types = [r[0] for r in conn.execute("SELECT type FROM helix.events WHERE session_id = %s", (sid,))]
+            types = [r[0] for r in conn.execute(
+                "SELECT type FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s)",
+                (sid,))]
             counts = {t: types.count(t) for t in ("run_start", "step_finish", "finish")}
             assert counts == {"run_start": 1, "step_finish": STEPS, "finish": 1}, (sid, counts)
         intervals = conn.execute("SELECT session_id, pid, ended IS NOT NULL FROM scaleout.intervals"
