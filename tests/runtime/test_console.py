@@ -96,11 +96,13 @@ def test_approve_through_the_form_records_the_principal_and_redirects_with_a_fla
     posted = ana.post("/console/answer", data=form)
 
     assert posted.status_code == 303 and posted.headers["location"] == "/console/"
+    inbox = ana.get("/console/").text
+    assert f"Approved r1 of session {sid}." in inbox
+    assert f'value="{sid}"' not in inbox, "the inbox still lists the answered call"
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     assert rows(executor, "SELECT answered_by, approved FROM helix.tool_call_answers WHERE session_id = :s", s=sid) == [
         {"answered_by": "ana", "approved": True}
     ]
-    assert f"Approved r1 of session {sid}." in ana.get("/console/").text
     again = ana.post("/console/answer", data={**form, "action": "deny"})
     assert "was already answered" in ana.get(again.headers["location"]).text
 

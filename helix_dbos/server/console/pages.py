@@ -94,8 +94,13 @@ async def inbox(request: Request) -> Response:
 
 
 def _inbox(executor: DBOSAgentExecutor) -> dict[str, Any]:
+    """The calls waiting for a person: pending ones not answered yet (an answered call stays
+    pending until its run takes the answer, a moment later)."""
     with executor.engine.connect() as conn:
-        calls = reads.list_pending(conn)
+        pending = reads.list_pending(conn)
+        sessions = {call.session_id for call in pending}
+        answered = {(a.session_id, a.tool_call_id) for sid in sessions for a in reads.answers(conn, sid)}
+        calls = [call for call in pending if (call.session_id, call.tool_call_id) not in answered]
         agents = {sid: _agent_of(conn, sid) for sid in {call.session_id for call in calls}}
     return {"calls": calls, "agents": agents}
 
