@@ -182,11 +182,12 @@ def test_abort_of_the_parent_cancels_a_child_waiting_for_approval(executor):
     root = handle.session_id
     child_id = sub(root, "p1")
     wait_for(lambda: executor.list_pending(root), what="the child's approval request")
+    waiter = f"{run_workflow_id(child_id, 1)}:wait:1"  # the child parked at its approval: its waiter holds it
+    wait_for(lambda: DBOS.get_workflow_status(waiter) is not None, what="the child's waiter")  # starts after the call
 
     assert executor.abort(root) is True
     assert handle.result(timeout=RESULT_TIMEOUT).status == "aborted"
     assert (session_status(executor, root), session_status(executor, child_id)) == ("aborted", "aborted")
-    waiter = f"{run_workflow_id(child_id, 1)}:wait:1"  # the child parked at its approval: its waiter holds it
     assert wait_for(lambda: DBOS.get_workflow_status(waiter).status == "CANCELLED", what="the child's waiter cancelled")
     assert executor.list_pending(root) == []
     assert [r["status"] for r in rows(executor, "SELECT status FROM helix.pending_tool_calls WHERE session_id = :s",
