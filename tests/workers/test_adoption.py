@@ -15,31 +15,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
 
 from helix_dbos.client.queues import RunEnqueuer
 from helix_dbos.database import libpq_url
-from worker_kit import CLI, Proc, scale_database, start_worker, until
+from worker_kit import CLI, Proc, start_worker, until
 
 RUNS = 12
 TOOL_SECONDS = 4.0
 FINISH_WITHIN = 45.0
-
-
-@pytest.fixture
-def url(make_database: Callable[[], str]) -> str:
-    return scale_database(make_database)
-
-
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for proc in started:
-        proc.stop(timeout=5)
 
 
 def two_busy_workers(url: str, procs: list[Proc], enqueuer: RunEnqueuer, *extra_a: str,

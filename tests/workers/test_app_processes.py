@@ -6,30 +6,16 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from helix_dbos.client.queues import EnqueuedRun, RunEnqueuer
-from worker_kit import Proc, scale_database, until
+from worker_kit import Proc, until
 
 APP = str(Path(__file__).resolve().parent.parent / "scaleout" / "app_process.py")
 RUNS = 4
 TOOL_SECONDS = 4.0
-
-
-@pytest.fixture
-def url(make_database: Callable[[], str]) -> str:
-    return scale_database(make_database)
-
-
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for proc in started:
-        proc.stop(timeout=5)
 
 
 def start_app(url: str, runs: int, procs: list[Proc]) -> tuple[Proc, str]:

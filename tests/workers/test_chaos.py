@@ -13,14 +13,12 @@ import json
 import random
 import statistics
 import time
-from collections.abc import Callable, Iterator
 
 import psycopg
-import pytest
 
 from helix_dbos.client.queues import RunEnqueuer
 from helix_dbos.database import libpq_url
-from worker_kit import Proc, scale_database, start_worker, until
+from worker_kit import Proc, start_worker, until
 
 SESSIONS = 100
 STEPS = 5
@@ -29,19 +27,6 @@ CONCURRENCY = 2
 CHAOS_SECONDS = 120.0
 DRAIN_TIMEOUT = "2"
 SEED = 20261126
-
-
-@pytest.fixture
-def url(make_database: Callable[[], str]) -> str:
-    return scale_database(make_database)
-
-
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for proc in started:
-        proc.stop(timeout=5)
 
 
 def transcript(conn: psycopg.Connection, session_id: str) -> str:

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -23,7 +23,6 @@ from helix_dbos.client.queues import QueueSettings, RateLimit, RunEnqueuer
 from helix_dbos.database import libpq_url
 from helix_dbos.errors import SessionBusyError
 from worker_kit import CLI, WORK_SECONDS, Proc, start_worker
-from worker_kit import scale_database as make_scale_database
 from worker_kit import until as poll_until
 
 SESSIONS = 60
@@ -37,19 +36,6 @@ def worker(
 ) -> Proc:
     return start_worker(url, *extra, executor_id=executor_id, command=command, concurrency=concurrency,
                         global_limit=GLOBAL_LIMIT, work_seconds=work_seconds)
-
-
-@pytest.fixture
-def scale_database(make_database: Callable[[], str]) -> str:
-    return make_scale_database(make_database)
-
-
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for proc in started:
-        proc.stop()
 
 
 def max_overlap(intervals: list[tuple[float, float]]) -> int:
@@ -78,8 +64,7 @@ def test_queue_settings_and_rate_limit_parse():
     assert "global concurrency 5" in QueueSettings(global_concurrency=5).describe()
 
 
-def test_sixty_sessions_on_three_workers_survive_a_killed_worker(scale_database: str, procs: list[Proc]):
-    url = scale_database
+def test_sixty_sessions_on_three_workers_survive_a_killed_worker(url: str, procs: list[Proc]):
     first = worker(url, "w1")
     procs.append(first)
     first.wait_for("worker w1 listening")  # creates the DBOS tables before the others start
@@ -169,8 +154,7 @@ def test_sixty_sessions_on_three_workers_survive_a_killed_worker(scale_database:
         assert proc.lines[-1].endswith("stopped")
 
 
-def test_a_queued_runs_approval_comes_from_another_process(scale_database: str, procs: list[Proc]):
-    url = scale_database
+def test_a_queued_runs_approval_comes_from_another_process(url: str, procs: list[Proc]):
     procs.append(worker(url, "solo"))
     procs[0].wait_for("worker solo listening")
     with RunEnqueuer(url) as enqueuer:
@@ -268,10 +252,9 @@ def completed_once(url: str, sessions: list[str]) -> None:
             assert runs == [("completed",)], (sid, runs)
 
 
-def test_runs_waiting_for_approval_hold_no_slot(scale_database: str, procs: list[Proc]):
+def test_runs_waiting_for_approval_hold_no_slot(url: str, procs: list[Proc]):
     """Concurrency 2, five runs waiting for a person: a sixth session still runs to its end;
     then the five are approved from another process and each finishes, once, on the queue."""
-    url = scale_database
     procs.append(worker(url, "w1", concurrency=2))
     procs[0].wait_for("worker w1 listening")
     waiting = [f"wait-{i}" for i in range(5)]
@@ -296,10 +279,9 @@ def test_runs_waiting_for_approval_hold_no_slot(scale_database: str, procs: list
     ]
 
 
-def test_the_answer_reaches_the_run_on_another_worker(scale_database: str, procs: list[Proc]):
+def test_the_answer_reaches_the_run_on_another_worker(url: str, procs: list[Proc]):
     """w1 (one slot) parks a run, then takes a long one; the approval's continuation goes
     to w2, the worker with a free slot."""
-    url = scale_database
     first = worker(url, "w1", concurrency=1, work_seconds=6)
     procs.append(first)
     first.wait_for("worker w1 listening")
@@ -323,10 +305,9 @@ def test_the_answer_reaches_the_run_on_another_worker(scale_database: str, procs
     }
 
 
-def test_answers_sent_while_no_worker_runs_complete_once_after_a_restart(scale_database: str, procs: list[Proc]):
+def test_answers_sent_while_no_worker_runs_complete_once_after_a_restart(url: str, procs: list[Proc]):
     """SIGKILL of the only worker while three runs wait; they are approved while no worker
     runs; the restarted worker recovers the waiters and each run completes once."""
-    url = scale_database
     victim = worker(url, "w1")
     victim.wait_for("worker w1 listening")
     waiting = [f"killed-{i}" for i in range(3)]
@@ -343,10 +324,9 @@ def test_answers_sent_while_no_worker_runs_complete_once_after_a_restart(scale_d
     completed_once(url, waiting)
 
 
-def test_a_deadline_fires_while_the_run_holds_no_slot(scale_database: str, procs: list[Proc]):
+def test_a_deadline_fires_while_the_run_holds_no_slot(url: str, procs: list[Proc]):
     """A parked run's approval times out while the worker's only slot runs another session:
     the waiter, which holds no slot, times the call out and the run ends on the timeout path."""
-    url = scale_database
     procs.append(worker(url, "w1", concurrency=1, work_seconds=4))
     procs[0].wait_for("worker w1 listening")
     with RunEnqueuer(url) as enqueuer:
