@@ -51,6 +51,7 @@ from replay_kit import (  # noqa: E402
     RECORDED_EXECUTOR,
     Worker,
     all_ended,
+    cut_calls,
     give_answers,
     ledger,
     open_gate,
@@ -60,9 +61,12 @@ from replay_kit import (  # noqa: E402
 
 import helix_dbos  # noqa: E402
 from helix_dbos import RunEnqueuer, admin, application_version  # noqa: E402
+from helix_dbos.client.workflows import ClientWorkflows  # noqa: E402
 from helix_dbos.database import libpq_url, start_embedded, validate_url  # noqa: E402
 from helix_dbos.store.migrations import migrate  # noqa: E402
 
+ROOTS = [agent.system_prompt for agent in AGENTS]
+"""The scenarios' sessions (each root agent runs in the session named by its system prompt)."""
 FOLLOW_UPS = [{"session": "done", "agent": "replay-done", "message": "the weather"}]
 """Messages the test sends, once the new release runs, to sessions the old one completed."""
 
@@ -103,24 +107,24 @@ def follow_up(url: str, follow_ups: list[dict[str, str]]) -> None:
 
 def reference(server: str) -> dict[str, dict[str, Any]]:
     """Every scenario run to its end; each session's outcome."""
-    url = new_database(server, f"helix_replay_reference_{os.getpid()}")
+    name = "helix_replay_reference"
+    url = new_database(server, name)
     open_gate(url)
     worker = Worker(url, executor_id="replay-reference")
     try:
         worker.listening()
         start_scenarios(url)
-        roots = [agent.system_prompt for agent in AGENTS]
-        while not all_ended(url, roots):
+        while not all_ended(url, ROOTS):
             give_answers(url, [answer_for(call) for call in admin.list_pending(url)])
-            wait_until(lambda: all_ended(url, roots) or admin.list_pending(url), "a run to wait or end")
+            wait_until(lambda: all_ended(url, ROOTS) or admin.list_pending(url), "a run to wait or end")
         follow_up(url, FOLLOW_UPS)
-        wait_until(lambda: all_ended(url, roots) and all(
+        wait_until(lambda: all_ended(url, ROOTS) and all(
             admin.show_session(url, item["session"]).session.run_count == 2 for item in FOLLOW_UPS
         ), "the follow-ups to end")
         return outcomes(url)
     finally:
         worker.stop()
-        drop_database(server, url.rsplit("/", 1)[-1].split("?")[0])
+        drop_database(server, name)
 
 
 def parked(url: str, session: str, calls: int) -> bool:
@@ -130,49 +134,39 @@ def parked(url: str, session: str, calls: int) -> bool:
     run = admin.get_current_run(url, session)
     if len(pending) != calls or run is None or ":wait:" not in run.workflow_id or run.workflow_status != "PENDING":
         return False
-    return "DBOS.sleep" in checkpoints(url, run.workflow_id)  # the recv's timeout, recorded as it begins
-
-
-def checkpoints(url: str, workflow_id: str) -> list[str]:
-    """The step names DBOS recorded for a workflow, in order."""
-    with psycopg.connect(libpq_url(url)) as conn:
-        return [row[0] for row in conn.execute(
-            "SELECT function_name FROM dbos.operation_outputs WHERE workflow_uuid = %s ORDER BY function_id", (workflow_id,))]
-
-
-def in_tool(url: str, key: str) -> bool:
-    """Whether the tool call ``<session>/<call id>`` started and has not ended."""
-    phases = [phase for kind, k, phase, _ in ledger(url) if kind == "tool" and k == key]
-    return phases == ["start"]
-
-
-def cut_off(url: str) -> None:
-    """Wait until every scenario is where the recording wants it."""
-    roots = {agent.system_prompt for agent in AGENTS}
-    wait_until(lambda: roots <= {session.id for session in admin.list_sessions(url, limit=1000)}, "every session")
-    wait_until(lambda: admin.show_session(url, "done").session.status == "completed", "done to complete")
-    wait_until(lambda: parked(url, "approval", 2), "approval to park")
-    wait_until(lambda: parked(url, "client", 1), "client to park")
-    wait_until(lambda: in_tool(url, "crash/crash-1-1") and tool_checkpointed(url, "crash", "crash-1-0"),
-               "crash to be inside long_job")
-    wait_until(lambda: in_tool(url, "parent-sub-parent-0-0/child-0-0"), "the child to be inside long_job")
+    return any(step["function_name"] == "DBOS.sleep" for step in steps(url, run.workflow_id))  # the recv's timeout
 
 
 def tool_checkpointed(url: str, session: str, call_id: str) -> bool:
     """Whether the current run of ``session`` checkpointed the tool call ``call_id``."""
     run = admin.get_current_run(url, session)
-    with psycopg.connect(libpq_url(url)) as conn:
-        return conn.execute(
-            "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = %s AND function_name LIKE 'tool:%%'"
-            " AND output::jsonb->>'tool_call_id' = %s",
-            (run.workflow_id if run else "", call_id),
-        ).fetchone()[0] > 0
+    return run is not None and any(
+        step["function_name"].startswith("tool:") and (step["output"] or {}).get("tool_call_id") == call_id
+        for step in steps(url, run.workflow_id)
+    )
+
+
+def steps(url: str, workflow_id: str) -> list[Any]:
+    """The steps DBOS recorded for a workflow, in order."""
+    with ClientWorkflows(url) as workflows:
+        return list(workflows.client.list_workflow_steps(workflow_id))
+
+
+def cut_off(url: str) -> None:
+    """Wait until every scenario is where the recording wants it."""
+    wait_until(lambda: set(ROOTS) <= {session.id for session in admin.list_sessions(url, limit=1000)}, "every session")
+    wait_until(lambda: admin.show_session(url, "done").session.status == "completed", "done to complete")
+    wait_until(lambda: parked(url, "approval", 2), "approval to park")
+    wait_until(lambda: parked(url, "client", 1), "client to park")
+    wait_until(lambda: "crash/crash-1-1" in cut_calls(ledger(url)) and tool_checkpointed(url, "crash", "crash-1-0"),
+               "crash to be inside long_job")
+    wait_until(lambda: "parent-sub-parent-0-0/child-0-0" in cut_calls(ledger(url)), "the child to be inside long_job")
 
 
 def recording(server: str, pg_dump: str, into: Path) -> dict[str, Any]:
     """Run the scenarios, kill the worker where they should be cut, dump the database;
     what the test must do to finish them."""
-    name = f"helix_replay_recording_{os.getpid()}"
+    name = "helix_replay_recording"
     url = new_database(server, name)
     worker = Worker(url, executor_id=RECORDED_EXECUTOR)
     try:
@@ -182,12 +176,12 @@ def recording(server: str, pg_dump: str, into: Path) -> dict[str, Any]:
     finally:
         worker.kill()
     try:
-        answers = [answer_for(call) for call in admin.list_pending(url)]
-        in_flight = sorted({key for kind, key, phase, _ in ledger(url) if kind == "tool" and in_tool(url, key)})
+        pending = sorted(admin.list_pending(url), key=lambda call: (call.session_id, call.tool_call_id))
+        plan = {"answers": [answer_for(call) for call in pending], "in_flight": cut_calls(ledger(url))}
         dump(url, pg_dump, into / DUMP_FILE)
     finally:
         drop_database(server, name)
-    return {"answers": answers, "in_flight": in_flight}
+    return plan
 
 
 def dump(url: str, pg_dump: str, path: Path) -> None:

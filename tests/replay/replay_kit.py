@@ -138,6 +138,13 @@ def ledger(url: str) -> list[tuple[str, str, str, str]]:
         return [tuple(row) for row in conn.execute("SELECT kind, key, phase, release FROM replay.calls ORDER BY id")]
 
 
+def cut_calls(rows: list[tuple[str, str, str, str]]) -> list[str]:
+    """The tool calls of ledger ``rows`` that started and never ended (their process died
+    inside them), sorted."""
+    started = {key for kind, key, phase, _ in rows if kind == "tool" and phase == "start"}
+    return sorted(started - {key for kind, key, phase, _ in rows if kind == "tool" and phase == "end"})
+
+
 def open_gate(url: str) -> None:
     """Let ``long_job`` finish."""
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
