@@ -43,21 +43,8 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "replay")]
 
 import psycopg  # noqa: E402
 from conftest import TEST_DATABASE_URL_VAR, TEST_PGDATA, create_database, drop_database  # noqa: E402
-from replay_agents import APP_NAME, APP_VERSION, LEDGER_SQL, AGENTS  # noqa: E402
-from replay_kit import (  # noqa: E402
-    DUMP_FILE,
-    EXPECTED_FILE,
-    FIXTURES,
-    RECORDED_EXECUTOR,
-    Worker,
-    all_ended,
-    cut_calls,
-    give_answers,
-    ledger,
-    open_gate,
-    outcomes,
-    wait_until,
-)
+from replay_agents import APP_NAME, APP_VERSION, LEDGER_SQL, ROOTS  # noqa: E402
+import replay_kit as kit  # noqa: E402
 
 import helix_dbos  # noqa: E402
 from helix_dbos import RunEnqueuer, admin, application_version  # noqa: E402
@@ -65,8 +52,6 @@ from helix_dbos.client.workflows import ClientWorkflows  # noqa: E402
 from helix_dbos.database import libpq_url, start_embedded, validate_url  # noqa: E402
 from helix_dbos.store.migrations import migrate  # noqa: E402
 
-ROOTS = [agent.system_prompt for agent in AGENTS]
-"""The scenarios' sessions (each root agent runs in the session named by its system prompt)."""
 FOLLOW_UPS = [{"session": "done", "agent": "replay-done", "message": "the weather"}]
 """Messages the test sends, once the new release runs, to sessions the old one completed."""
 
@@ -95,8 +80,8 @@ def new_database(server: str, name: str) -> str:
 
 def start_scenarios(url: str) -> None:
     with RunEnqueuer(url) as enqueuer:
-        for agent in AGENTS:
-            enqueuer.enqueue(agent.name, f"go ({agent.system_prompt})", session_id=agent.system_prompt)
+        for session, agent in ROOTS.items():
+            enqueuer.enqueue(agent.name, f"go ({session})", session_id=session)
 
 
 def follow_up(url: str, follow_ups: list[dict[str, str]]) -> None:
@@ -109,19 +94,19 @@ def reference(server: str) -> dict[str, dict[str, Any]]:
     """Every scenario run to its end; each session's outcome."""
     name = "helix_replay_reference"
     url = new_database(server, name)
-    open_gate(url)
-    worker = Worker(url, executor_id="replay-reference")
+    kit.open_gate(url)
+    worker = kit.Worker(url, executor_id="replay-reference")
     try:
         worker.listening()
         start_scenarios(url)
-        while not all_ended(url, ROOTS):
-            give_answers(url, [answer_for(call) for call in admin.list_pending(url)])
-            wait_until(lambda: all_ended(url, ROOTS) or admin.list_pending(url), "a run to wait or end")
+        while not kit.all_ended(url, ROOTS):
+            kit.give_answers(url, [answer_for(call) for call in admin.list_pending(url)])
+            kit.wait_until(lambda: kit.all_ended(url, ROOTS) or admin.list_pending(url), "a run to wait or end")
         follow_up(url, FOLLOW_UPS)
-        wait_until(lambda: all_ended(url, ROOTS) and all(
+        kit.wait_until(lambda: kit.all_ended(url, ROOTS) and all(
             admin.show_session(url, item["session"]).session.run_count == 2 for item in FOLLOW_UPS
         ), "the follow-ups to end")
-        return outcomes(url)
+        return kit.outcomes(url)
     finally:
         worker.stop()
         drop_database(server, name)
@@ -154,21 +139,21 @@ def steps(url: str, workflow_id: str) -> list[Any]:
 
 def cut_off(url: str) -> None:
     """Wait until every scenario is where the recording wants it."""
-    wait_until(lambda: set(ROOTS) <= {session.id for session in admin.list_sessions(url, limit=1000)}, "every session")
-    wait_until(lambda: admin.show_session(url, "done").session.status == "completed", "done to complete")
-    wait_until(lambda: parked(url, "approval", 2), "approval to park")
-    wait_until(lambda: parked(url, "client", 1), "client to park")
-    wait_until(lambda: "crash/crash-1-1" in cut_calls(ledger(url)) and tool_checkpointed(url, "crash", "crash-1-0"),
+    kit.wait_until(lambda: set(ROOTS) <= {session.id for session in admin.list_sessions(url, limit=1000)}, "every session")
+    kit.wait_until(lambda: admin.show_session(url, "done").session.status == "completed", "done to complete")
+    kit.wait_until(lambda: parked(url, "approval", 2), "approval to park")
+    kit.wait_until(lambda: parked(url, "client", 1), "client to park")
+    kit.wait_until(lambda: "crash/crash-1-1" in kit.cut_calls(kit.ledger(url)) and tool_checkpointed(url, "crash", "crash-1-0"),
                "crash to be inside long_job")
-    wait_until(lambda: "parent-sub-parent-0-0/child-0-0" in cut_calls(ledger(url)), "the child to be inside long_job")
+    kit.wait_until(lambda: "parent-sub-parent-0-0/child-0-0" in kit.cut_calls(kit.ledger(url)), "the child to be inside long_job")
 
 
-def recording(server: str, pg_dump: str, into: Path) -> dict[str, Any]:
-    """Run the scenarios, kill the worker where they should be cut, dump the database;
-    what the test must do to finish them."""
+def recording(server: str, pg_dump: str) -> tuple[bytes, dict[str, Any]]:
+    """Run the scenarios, kill the worker where they should be cut; the database's dump,
+    and what the test must do to finish the runs."""
     name = "helix_replay_recording"
     url = new_database(server, name)
-    worker = Worker(url, executor_id=RECORDED_EXECUTOR)
+    worker = kit.Worker(url, executor_id=kit.RECORDED_EXECUTOR)
     try:
         worker.listening()
         start_scenarios(url)
@@ -177,14 +162,13 @@ def recording(server: str, pg_dump: str, into: Path) -> dict[str, Any]:
         worker.kill()
     try:
         pending = sorted(admin.list_pending(url), key=lambda call: (call.session_id, call.tool_call_id))
-        plan = {"answers": [answer_for(call) for call in pending], "in_flight": cut_calls(ledger(url))}
-        dump(url, pg_dump, into / DUMP_FILE)
+        plan = {"answers": [answer_for(call) for call in pending], "in_flight": kit.cut_calls(kit.ledger(url))}
+        return dump(url, pg_dump), plan
     finally:
         drop_database(server, name)
-    return plan
 
 
-def dump(url: str, pg_dump: str, path: Path) -> None:
+def dump(url: str, pg_dump: str) -> bytes:
     """The helix, dbos and replay schemas as plain SQL with INSERTs, which any client
     loads (no COPY, no psql meta-command), gzipped."""
     done = subprocess.run(
@@ -195,7 +179,7 @@ def dump(url: str, pg_dump: str, path: Path) -> None:
     if done.returncode != 0:
         raise SystemExit(f"pg_dump failed: {done.stderr.strip()}")
     sql = re.sub(r"^\\(un)?restrict .*\n", "", done.stdout, flags=re.MULTILINE)  # psql-only guards of pg_dump >= 15.14
-    path.write_bytes(gzip.compress(sql.encode(), mtime=0))
+    return gzip.compress(sql.encode(), mtime=0)
 
 
 def server_and_pg_dump(given: str | None) -> tuple[str, str]:
@@ -214,20 +198,21 @@ def main() -> None:
     parser.add_argument("--server-url", help=f"a server where databases may be created (default: ${TEST_DATABASE_URL_VAR})")
     args = parser.parse_args()
     server, pg_dump = server_and_pg_dump(args.server_url)
-    into = FIXTURES / helix_dbos.__version__
-    into.mkdir(parents=True, exist_ok=True)
     sessions = reference(server)
-    plan = recording(server, pg_dump, into)
+    dumped, plan = recording(server, pg_dump)
     expected = {
         "helix_version": helix_dbos.__version__,
         "dbos_version": version("dbos"),
         "application_version": application_version(APP_NAME, APP_VERSION),
-        "recorded_executor": RECORDED_EXECUTOR,
+        "recorded_executor": kit.RECORDED_EXECUTOR,
         **plan,
         "follow_ups": FOLLOW_UPS,
         "sessions": sessions,
     }
-    (into / EXPECTED_FILE).write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
+    into = kit.FIXTURES / helix_dbos.__version__
+    into.mkdir(parents=True, exist_ok=True)
+    (into / kit.DUMP_FILE).write_bytes(dumped)
+    (into / kit.EXPECTED_FILE).write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
     print(f"recorded {len(sessions)} sessions of helix-dbos {helix_dbos.__version__} in {into.relative_to(REPO)}")
 
 

@@ -7,17 +7,18 @@ the module configures nothing (the recorder and the test read its scenarios).
 Every release's fixtures are resumed with this module, so a scenario, once recorded,
 never changes what it does: add a new agent for a new case.
 
-Each agent is one scenario, and each runs in exactly one session (named after it):
+Each agent is one scenario (its model is a script in :data:`SCRIPTS`), and each runs in
+exactly one session, named after it:
 
-``approval``  step 0 looks a topic up; step 1 asks to publish twice (both need approval:
-              the recorder approves one and denies the other); step 2 sums up.
-``client``    step 0 asks the user (a client-executed tool) and looks a topic up, in parallel;
-              step 1 answers with the user's reply.
-``crash``     step 0 looks a topic up; step 1 looks another up and runs ``long_job`` in
-              parallel; step 2 sums up. The recorder kills the worker inside ``long_job``.
-``parent``    step 0 calls the sub-agent ``replay-child``, which runs ``long_job`` (killed
-              inside it) and then answers; step 1 passes the child's answer on.
-``done``      step 0 looks a topic up, step 1 answers; each later message does the same.
+``approval``  step 1 looks a topic up; step 2 asks to publish twice (both need approval:
+              the recorder approves one and denies the other); then it sums up.
+``client``    step 1 asks the user (a client-executed tool) and looks a topic up, in
+              parallel; then it answers with the user's reply.
+``crash``     step 1 looks a topic up; step 2 looks another up and runs ``long_job`` in
+              parallel; then it sums up. The recorder kills the worker inside ``long_job``.
+``parent``    step 1 calls the sub-agent ``replay-child``, which runs ``long_job`` (killed
+              inside it) and then answers; then the parent passes the child's answer on.
+``done``      looks the run's message up, then answers; the same for each later message.
 
 The model answers from the transcript alone (the agent's system prompt and the number of
 assistant messages so far), with tool call ids made from both, so a resumed run gets the
@@ -30,7 +31,6 @@ open: the recorder keeps it shut to hold the job in flight when it kills the wor
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
@@ -41,6 +41,7 @@ from pydantic import BaseModel
 
 import helix_dbos
 from helix_dbos import (
+    AgentConfig,
     DBOSAgentExecutor,
     MockLLMAdapter,
     ToolContext,
@@ -54,12 +55,14 @@ from helix_dbos.database import libpq_url
 from helix_dbos.types import (
     AssistantMessage,
     Message,
+    ParsedToolCall,
     StepResult,
     SystemMessage,
     TextStepResult,
     ToolCallsStepResult,
     ToolResultMessage,
     ToolSpec,
+    UserMessage,
 )
 
 URL_VAR = "HELIX_REPLAY_URL"
@@ -143,13 +146,11 @@ ask_user = define_tool("ask_user", "Ask the user a question.", Question, "client
 
 # --- the model ----------------------------------------------------------------------------
 
-
-def call(scenario: str, step: int, index: int, name: str, **arguments: Any) -> dict[str, Any]:
-    return {"id": f"{scenario}-{step}-{index}", "name": name, "arguments": arguments}
+USER_MESSAGE = "<the run's message>"
 
 
 def results_text(messages: list[Message]) -> str:
-    """The tool results since the last assistant message that asked for tools, in order."""
+    """The tool results since the last assistant message, in order."""
     results: list[str] = []
     for message in reversed(messages):
         if not isinstance(message, ToolResultMessage):
@@ -158,88 +159,66 @@ def results_text(messages: list[Message]) -> str:
     return "; ".join(results)
 
 
-def approval(step: int, messages: list[Message]) -> StepResult:
-    if step == 0:
-        return ToolCallsStepResult(tool_calls=[call("approval", 0, 0, "lookup", topic="release notes")])
-    if step == 1:
-        facts = json.loads(messages[-1].content)["facts"]
-        return ToolCallsStepResult(tool_calls=[
-            call("approval", 1, 0, "publish", text=f"notes: {facts}"),
-            call("approval", 1, 1, "publish", text="a draft nobody wants"),
-        ])
-    return TextStepResult(content=f"approval done: {results_text(messages)}", should_stop=True)
-
-
-def client(step: int, messages: list[Message]) -> StepResult:
-    if step == 0:
-        return ToolCallsStepResult(tool_calls=[
-            call("client", 0, 0, "ask_user", question="Which color?"),
-            call("client", 0, 1, "lookup", topic="colors"),
-        ])
-    return TextStepResult(content=f"client done: {results_text(messages)}", should_stop=True)
-
-
-def crash(step: int, messages: list[Message]) -> StepResult:
-    if step == 0:
-        return ToolCallsStepResult(tool_calls=[call("crash", 0, 0, "lookup", topic="the plan")])
-    if step == 1:
-        return ToolCallsStepResult(tool_calls=[
-            call("crash", 1, 0, "lookup", topic="the risks"),
-            call("crash", 1, 1, "long_job", label="the build"),
-        ])
-    return TextStepResult(content=f"crash done: {results_text(messages)}", should_stop=True)
-
-
-def parent(step: int, messages: list[Message]) -> StepResult:
-    if step == 0:
-        return ToolCallsStepResult(tool_calls=[call("parent", 0, 0, "subagent__replay-child", input="build it")])
-    return TextStepResult(content=f"parent done: {results_text(messages)}", should_stop=True)
-
-
-def child(step: int, messages: list[Message]) -> StepResult:
-    if step == 0:
-        return ToolCallsStepResult(tool_calls=[call("child", 0, 0, "long_job", label="the child's build")])
-    return TextStepResult(content=f"child done: {results_text(messages)}", should_stop=True)
-
-
-def done(step: int, messages: list[Message]) -> StepResult:
-    if step % 2 == 0:
-        topic = str(messages[-1].content)
-        return ToolCallsStepResult(tool_calls=[call("done", step, 0, "lookup", topic=topic)])
-    return TextStepResult(content=f"done {step}: {results_text(messages)}", should_stop=True)
-
-
-SCRIPTS = {"approval": approval, "client": client, "crash": crash, "parent": parent, "child": child, "done": done}
-"""Each agent's model, by its system prompt."""
+SCRIPTS: dict[str, list[list[tuple[str, dict[str, Any]]]]] = {
+    "approval": [
+        [("lookup", {"topic": "release notes"})],
+        [("publish", {"text": "the release notes"}), ("publish", {"text": "a draft nobody wants"})],
+    ],
+    "client": [[("ask_user", {"question": "Which color?"}), ("lookup", {"topic": "colors"})]],
+    "crash": [
+        [("lookup", {"topic": "the plan"})],
+        [("lookup", {"topic": "the risks"}), ("long_job", {"label": "the build"})],
+    ],
+    "parent": [[("subagent__replay-child", {"input": "build it"})]],
+    "child": [[("long_job", {"label": "the child's build"})]],
+    "done": [[("lookup", {"topic": USER_MESSAGE})]],
+}
+"""Each agent's model, by its system prompt: the tool calls of each step (``USER_MESSAGE``
+stands for the run's message), then a text that quotes the last step's results. A script
+starts again at each new message of its session."""
 
 
 def respond(messages: list[Message], tools: list[ToolSpec]) -> StepResult:
-    """The scripted model: the agent's script at the step the transcript is at."""
+    """The scripted model: the agent's script at the step the run is at."""
     prompt = str(next(m.content for m in messages if isinstance(m, SystemMessage)))
     record("llm", f"{prompt}/{len(messages)}", "call")
-    step = sum(isinstance(m, AssistantMessage) for m in messages)
-    return SCRIPTS[prompt](step, messages)
+    steps = SCRIPTS[prompt]
+    last_user = max(i for i, m in enumerate(messages) if isinstance(m, UserMessage))
+    step = sum(isinstance(m, AssistantMessage) for m in messages[last_user:])
+    if step == len(steps):
+        return TextStepResult(content=f"{prompt} done: {results_text(messages)}", should_stop=True)
+    offset = sum(isinstance(m, AssistantMessage) for m in messages)
+    return ToolCallsStepResult(tool_calls=[
+        ParsedToolCall(id=f"{prompt}-{offset}-{index}", name=name, arguments={
+            key: messages[last_user].content if value == USER_MESSAGE else value for key, value in arguments.items()
+        })
+        for index, (name, arguments) in enumerate(steps[step])
+    ])
 
 
 # --- the app ------------------------------------------------------------------------------
 
-replay_child = define_agent(name="replay-child", system_prompt="child", tools=[long_job])
-AGENTS = [
-    define_agent(name="replay-approval", system_prompt="approval", tools=[lookup, publish]),
-    define_agent(name="replay-client", system_prompt="client", tools=[ask_user, lookup]),
-    define_agent(name="replay-crash", system_prompt="crash", tools=[lookup, long_job]),
-    define_agent(name="replay-parent", system_prompt="parent", tools=[create_sub_agent_tool(replay_child)]),
-    define_agent(name="replay-done", system_prompt="done", tools=[lookup]),
-]
-"""The scenarios' root agents; each runs in the session named by its system prompt."""
+def scenario(name: str, *tools: Any) -> AgentConfig:
+    """The agent ``replay-<name>``, whose system prompt names its script."""
+    return define_agent(name=f"replay-{name}", system_prompt=name, tools=list(tools))
 
+
+ROOTS = {
+    "approval": scenario("approval", lookup, publish),
+    "client": scenario("client", ask_user, lookup),
+    "crash": scenario("crash", lookup, long_job),
+    "parent": scenario("parent", create_sub_agent_tool(scenario("child", long_job))),
+    "done": scenario("done", lookup),
+}
+"""The scenarios' root agents, by the session each runs in."""
 
 
 def make_executor() -> DBOSAgentExecutor:
     """DBOS configured on ``$HELIX_REPLAY_URL`` and the executor with the scenarios' agents
     (the worker launches)."""
     url = os.environ[URL_VAR]
-    DBOS(config=dbos_config(url, name=APP_NAME, version=APP_VERSION, notification_listener_polling_interval_sec=0.05))
+    DBOS(config=dbos_config(url, name=APP_NAME, version=APP_VERSION,  # type: ignore[arg-type]
+                            notification_listener_polling_interval_sec=0.05))
     executor = DBOSAgentExecutor(llm=MockLLMAdapter(responder=respond), database_url=url)
-    executor.register(*AGENTS)
+    executor.register(*ROOTS.values())
     return executor

@@ -31,6 +31,8 @@ HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"
 DUMP_FILE = "dump.sql.gz"
 EXPECTED_FILE = "expected.json"
+LedgerRow = tuple[str, str, str, str]
+"""A ``replay.calls`` row: (kind, key, phase, release)."""
 RECORDED_EXECUTOR = "replay-recorder"
 """The executor id of the release's worker that the recorder kills."""
 
@@ -132,13 +134,13 @@ def outcomes(url: str) -> dict[str, dict[str, Any]]:
     return found
 
 
-def ledger(url: str) -> list[tuple[str, str, str, str]]:
-    """The ``replay.calls`` rows in order: (kind, key, phase, release)."""
+def ledger(url: str) -> list[LedgerRow]:
+    """The ``replay.calls`` rows in order."""
     with psycopg.connect(libpq_url(url)) as conn:
-        return [tuple(row) for row in conn.execute("SELECT kind, key, phase, release FROM replay.calls ORDER BY id")]
+        return conn.execute("SELECT kind, key, phase, release FROM replay.calls ORDER BY id").fetchall()
 
 
-def cut_calls(rows: list[tuple[str, str, str, str]]) -> list[str]:
+def cut_calls(rows: list[LedgerRow]) -> list[str]:
     """The tool calls of ledger ``rows`` that started and never ended (their process died
     inside them), sorted."""
     started = {key for kind, key, phase, _ in rows if kind == "tool" and phase == "start"}

@@ -36,6 +36,7 @@ from replay_kit import (
     DUMP_FILE,
     EXPECTED_FILE,
     FIXTURES,
+    LedgerRow,
     Worker,
     all_ended,
     cut_calls,
@@ -122,7 +123,7 @@ def test_runs_of_a_release_finish_under_this_code(recording: Path, make_database
     steps_done_once(ledger(url), plan["sessions"])
 
 
-def tools_ran_once(before: list[tuple[str, ...]], after: list[tuple[str, ...]], plan: dict[str, Any]) -> None:
+def tools_ran_once(before: list[LedgerRow], after: list[LedgerRow], plan: dict[str, Any]) -> None:
     """Each server tool call of the transcripts ended once; it started twice only when the
     recording cut it, and a call checkpointed in the recording never started again."""
     cut = cut_calls(before)
@@ -137,7 +138,7 @@ def tools_ran_once(before: list[tuple[str, ...]], after: list[tuple[str, ...]], 
     assert starts == Counter({key: 2 if key in cut else 1 for key in ran})
 
 
-def steps_done_once(after: list[tuple[str, ...]], sessions: dict[str, Any]) -> None:
+def steps_done_once(after: list[LedgerRow], sessions: dict[str, Any]) -> None:
     """The model was called once per assistant message of the transcripts, and never twice
     on the same transcript."""
     calls = Counter(key for kind, key, _, _ in after if kind == "llm")
