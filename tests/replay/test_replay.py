@@ -15,6 +15,8 @@ new message, and then:
 - every tool call that ran, ran to its end exactly once, and started twice only where the
   recording cut it (at-least-once for a call in flight, never for a checkpointed one);
 - the model was called once per step: no step was done again.
+
+Recording a release's fixtures when tagging it: docs/upgrading.md, "Checking a release".
 """
 
 from __future__ import annotations
