@@ -62,7 +62,7 @@ MARKERS = {
     "browser": "drives a real headless Chromium",
 }
 _FAULT_DIRS = {"crash", "faults"}
-_PROCESS_DIRS = _FAULT_DIRS | {"workers"}
+_PROCESS_DIRS = _FAULT_DIRS | {"workers", "replay"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
