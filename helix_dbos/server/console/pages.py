@@ -10,6 +10,7 @@ answer is the server's authenticated principal (``request.state.principal``).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -21,21 +22,38 @@ from starlette.templating import Jinja2Templates
 
 from helix_dbos.answers import ApprovalResponse, ClientToolResult, ToolAnswer
 from helix_dbos.client import admin, commands
+from helix_dbos.client.commands import SessionDetail
 from helix_dbos.client.executor import DBOSAgentExecutor
 from helix_dbos.errors import HelixError, InvalidToolResultError
-from helix_dbos.events import EVENT_TYPES
 from helix_dbos.server.console.csrf import FIELD, CsrfGuard
-from helix_dbos.server.routes import require_known, sse_frames
+from helix_dbos.server.console.tail import tail_frames
+from helix_dbos.server.routes import require_known
 from helix_dbos.sse import resume_from
 from helix_dbos.store import reads
-from helix_dbos.store.records import SessionRecord
+from helix_dbos.store.records import AnswerRecord, PendingToolCall, SessionRecord
 from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
+
+Received = dict[tuple[str, str], AnswerRecord]
+"""Answers recorded for calls still pending, by ``(session, tool call)``."""
 
 FLASH = "helix_flash"
 STATUSES = [status.value for status in SessionStatus]
 templates = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
-templates.env.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def pretty(value: Any) -> str:
+    """``value`` as indented JSON."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def as_text(value: Any) -> str:
+    """A string as it is, anything else as indented JSON (a run's output, a message, a result)."""
+    return value if isinstance(value, str) else pretty(value)
+
+
+templates.env.filters["pretty"] = pretty
+templates.env.filters["as_text"] = as_text
 
 
 def _executor(request: Request) -> DBOSAgentExecutor:
@@ -94,15 +112,29 @@ async def inbox(request: Request) -> Response:
 
 
 def _inbox(executor: DBOSAgentExecutor) -> dict[str, Any]:
-    """The calls waiting for a person: pending ones not answered yet (an answered call stays
-    pending until its run takes the answer, a moment later)."""
+    """The calls waiting for a person: pending ones not answered yet."""
     with executor.engine.connect() as conn:
         pending = reads.list_pending(conn)
-        sessions = {call.session_id for call in pending}
-        answered = {(a.session_id, a.tool_call_id) for sid in sessions for a in reads.answers(conn, sid)}
+        answered = received_answers(conn, pending)
         calls = [call for call in pending if (call.session_id, call.tool_call_id) not in answered]
         agents = {sid: _agent_of(conn, sid) for sid in {call.session_id for call in calls}}
     return {"calls": calls, "agents": agents}
+
+
+def received_answers(
+    conn: Any, calls: list[PendingToolCall], known: dict[str, list[AnswerRecord]] | None = None
+) -> Received:
+    """The answers recorded for pending ``calls``, by ``(session, call)``.
+
+    An answered call stays pending until its run takes the answer: the run's continuation
+    settles the step and commits it, which marks the call answered and sets the session's
+    status. ``known`` holds sessions' answers already read (their sessions are not read again).
+    """
+    answers = dict(known or {})
+    for session_id in {call.session_id for call in calls} - answers.keys():
+        answers[session_id] = reads.answers(conn, session_id)
+    by_call = {(a.session_id, a.tool_call_id): a for found in answers.values() for a in found}
+    return {key: by_call[key] for call in calls if (key := (call.session_id, call.tool_call_id)) in by_call}
 
 
 def _agent_of(conn: Any, session_id: str) -> str:
@@ -131,19 +163,42 @@ async def workers(request: Request) -> Response:
 async def session(request: Request, error: str | None = None, entered: dict[str, str] | None = None) -> Response:
     session_id = request.path_params["session_id"]
 
-    def read() -> Any:
+    def read() -> tuple[SessionDetail, Received]:
         require_storable("session_id", session_id)
         with _executor(request).engine.connect() as conn:
-            return commands.session_detail(conn, session_id)
+            detail = commands.session_detail(conn, session_id)
+            return detail, received_answers(conn, detail.pending, known={session_id: detail.answers})
 
     try:
-        detail = await run_in_threadpool(read)
+        detail, received = await run_in_threadpool(read)
     except HelixError as exc:
         return render(request, "missing.html", status_code=404, message=str(exc))
     return render(
         request, "session.html", status_code=422 if error else 200, detail=detail, tree=_tree(detail),
-        active=detail.session.status in ACTIVE_STATUSES, error=error, entered=entered or {}, event_types=EVENT_TYPES,
+        active=detail.session.status in ACTIVE_STATUSES, error=error, entered=entered or {}, received=received,
+        unanswered=_unanswered(detail.pending, received), tool_names=_tool_names(detail),
+        to_take=_answers_to_take(session_id, detail.pending, received),
     )
+
+
+def _unanswered(calls: list[PendingToolCall], received: Received) -> Counter[tuple[str, int]]:
+    """How many calls of each ``(session, step)`` wait for an answer: the run takes a step's
+    answers once all of them are in."""
+    return Counter((c.session_id, c.step) for c in calls if (c.session_id, c.tool_call_id) not in received)
+
+
+def _answers_to_take(session_id: str, calls: list[PendingToolCall], received: Received) -> int:
+    """How many answers the session's run has to take, when every call it waits for is
+    answered (its status still says it waits until the run commits the step); else 0."""
+    own = [(c.session_id, c.tool_call_id) for c in calls if c.session_id == session_id]
+    return len(own) if all(key in received for key in own) else 0
+
+
+def _tool_names(detail: SessionDetail) -> dict[str, str]:
+    """The tool of each call the session's model made, by call id."""
+    return {
+        call["id"]: call["name"] for entry in detail.transcript for call in entry.message.get("tool_calls") or []
+    }
 
 
 def _tree(detail: Any) -> list[tuple[int, SessionRecord]]:
@@ -157,13 +212,12 @@ def _tree(detail: Any) -> list[tuple[int, SessionRecord]]:
 
 
 async def events(request: Request) -> Response:
-    """The session's durable events as SSE for the page's live tail (resumes with Last-Event-ID)."""
+    """The page's live tail as SSE: log lines and status changes (``tail.py``; resumes with Last-Event-ID)."""
     session_id = request.path_params["session_id"]
-    executor = _executor(request)
     from_seq = resume_from(request.headers.get("last-event-id"))
-    live = executor.live()
+    live = _executor(request).live()
     await require_known(live, session_id)
-    frames = sse_frames(live, session_id, from_seq, deltas=False, follow=True, keepalive=15.0)
+    frames = tail_frames(live, session_id, from_seq)
     return StreamingResponse(frames, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
