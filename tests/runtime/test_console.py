@@ -270,7 +270,7 @@ def test_a_real_browser_approves_a_call_and_sees_the_run_finish(executor, base, 
     ]
 
 
-def test_a_client_result_shows_as_received_until_the_run_takes_it_and_the_status_follows_the_run(
+def test_in_a_browser_an_answer_shows_as_received_until_the_run_takes_it_and_the_status_follows_the_run(
     executor, base, browser
 ):
     release = threading.Event()
@@ -319,7 +319,7 @@ def test_a_client_result_shows_as_received_until_the_run_takes_it_and_the_status
     assert by_id(browser, "status").text == "completed" and browser.find_elements(By.CSS_SELECTOR, ".call") == []
 
 
-def test_the_session_page_shows_who_answered_when_and_why_as_show_does(executor, base, browser):
+def test_in_a_browser_the_session_page_shows_who_answered_when_and_why_as_show_does(executor, base, browser):
     agent_ = define_agent(unique("console-answers"), tools=[refund_tool()])
     use_model(executor, calls(call("r1", "refund", {"amount": 7}), call("r2", "refund", {"amount": 900})), text("ok"))
     handle = executor.execute(agent_, "two refunds")
@@ -355,7 +355,7 @@ def test_the_session_page_shows_who_answered_when_and_why_as_show_does(executor,
     assert why.find_elements(By.XPATH, "./*") == []  # the reason is text, not markup
 
 
-def test_the_live_tail_reads_as_log_lines(executor, base, browser):
+def test_in_a_browser_the_live_tail_reads_as_log_lines(executor, base, browser):
     echo = define_tool("echo", "Echo.", Refund, lambda args, ctx: {"echoed": args.note})
     agent_ = define_agent(unique("console-tail"), tools=[echo])
     note = '<img src=x onerror="window.pwned = 1">'
@@ -391,7 +391,9 @@ def test_the_live_tail_reads_as_log_lines(executor, base, browser):
     ],
     ids=["text", "structured"],
 )
-def test_a_run_s_output_shows_as_text_or_pretty_json_and_never_as_markup(executor, base, browser, output, shown):
+def test_in_a_browser_a_run_s_output_shows_as_text_or_pretty_json_never_as_markup(
+    executor, base, browser, output, shown
+):
     class Out(BaseModel):
         a: int
         b: str

@@ -5,6 +5,11 @@ Every form posts with a CSRF token (``csrf.py``) and redirects back with a flash
 message (post/redirect/get); a client result that does not validate is shown again on
 its page with the error, status 422, and the call stays pending. The approver of an
 answer is the server's authenticated principal (``request.state.principal``).
+
+A session's page reads the session when it renders. An answered call stays pending, and
+the session ``awaiting_*``, until the run takes the step's answers and commits the step:
+the page shows such a call with its answer as received and waiting to be taken, and its
+live tail (``tail.py``) then brings the status up to date without a reload.
 """
 
 from __future__ import annotations
