@@ -270,12 +270,11 @@ def test_a_real_browser_approves_a_call_and_sees_the_run_finish(executor, base, 
     ]
 
 
-def test_in_a_browser_an_answer_shows_as_received_until_the_run_takes_it_and_the_status_follows_the_run(
-    executor, base, browser
-):
-    release = threading.Event()
+def test_in_a_browser_an_answer_shows_as_received_then_taken_and_the_status_follows_the_run(executor, base, browser):
+    entered, release = threading.Event(), threading.Event()
 
     async def hold(reason: str, ctx: Any) -> None:  # the run has taken the answer; its step commits after this
+        entered.set()
         await asyncio.to_thread(release.wait, RESULT_TIMEOUT)
 
     lookup = define_tool("lookup", "Ask the client.", City, "client", output_schema=City)
@@ -287,29 +286,37 @@ def test_in_a_browser_an_answer_shows_as_received_until_the_run_takes_it_and_the
         wait_for(lambda: executor.list_pending(sid), what="the client tool call")
         browser.get(f"{base}/console/sessions/{sid}")
         assert by_id(browser, "status").text == "awaiting_client_tool"
+        assert browser.find_elements(By.ID, "status-note") == []
         card = by_id(browser, f"call-{sid}-c1")
         card.find_element(By.NAME, "result").send_keys('{"city": "Paris"}')
         card.find_element(By.CSS_SELECTOR, "button.primary").click()
         until(browser, lambda b: f"Gave a result to c1 of session {sid}." in b.page_source, "the flash")
 
-        # The session's row says awaiting_client_tool until the run commits the step: the
-        # page says that the answer was received and waits to be taken.
+        # The session's row says awaiting_client_tool until the run commits the step; the
+        # page says where the answer is: received (the waiter has not handed over yet) or taken.
         assert by_id(browser, "status").text == "awaiting_client_tool"
-        assert by_id(browser, "status-note").text == "answer received · waiting for the run to take it"
+        assert by_id(browser, "status-note").text in (
+            "answer received · waiting for the run to take it", "answer taken · the run is settling step 1"
+        )
         card = by_id(browser, f"call-{sid}-c1")
         assert "received" in card.get_attribute("class") and not card.find_elements(By.TAG_NAME, "form")
         assert card.find_element(By.CSS_SELECTOR, ".answer .pill").text == "result"
         assert card.find_element(By.CSS_SELECTOR, ".submitted").text == '{\n  "city": "Paris"\n}'
-        assert card.find_element(By.CSS_SELECTOR, ".received-note").text == (
-            "Answer received · waiting for the run to take it."
+        assert entered.wait(RESULT_TIMEOUT), "the run never took the answer"
+        browser.refresh()
+        assert by_id(browser, "status").text == "awaiting_client_tool"
+        assert by_id(browser, "status-note").text == "answer taken · the run is settling step 1"
+        assert by_id(browser, f"call-{sid}-c1").find_element(By.CSS_SELECTOR, ".received-note").text == (
+            "Answer taken · the run is settling step 1."
         )
         release.set()
 
         until(browser, lambda b: by_id(b, "status").text == "completed", "the status to follow the run, no reload")
         assert browser.find_elements(By.ID, "status-note") == []
-        assert "taken" in by_id(browser, f"call-{sid}-c1").get_attribute("class")
-        assert by_id(browser, f"call-{sid}-c1").find_element(By.CSS_SELECTOR, ".received-note").text == (
-            "Taken by the run."
+        settled = by_id(browser, f"call-{sid}-c1")
+        assert "settled" in settled.get_attribute("class")
+        assert settled.find_element(By.CSS_SELECTOR, ".received-note").text == (
+            "Settled by the run: its result is in the live tail."
         )
         assert by_id(browser, "ended").is_displayed()
     finally:

@@ -7,15 +7,14 @@ its page with the error, status 422, and the call stays pending. The approver of
 answer is the server's authenticated principal (``request.state.principal``).
 
 A session's page reads the session when it renders. An answered call stays pending, and
-the session ``awaiting_*``, until the run takes the step's answers and commits the step:
-the page shows such a call with its answer as received and waiting to be taken, and its
-live tail (``tail.py``) then brings the status up to date without a reload.
+the session ``awaiting_*``, until the run has settled the step: the page shows where
+such an answer is (``received.py``), and its live tail (``tail.py``) brings the status
+up to date without a reload.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -31,16 +30,14 @@ from helix_dbos.client.commands import SessionDetail
 from helix_dbos.client.executor import DBOSAgentExecutor
 from helix_dbos.errors import HelixError, InvalidToolResultError
 from helix_dbos.server.console.csrf import FIELD, CsrfGuard
+from helix_dbos.server.console.received import Received, call_notes, received_answers, status_note
 from helix_dbos.server.console.tail import tail_frames
 from helix_dbos.server.routes import require_known
 from helix_dbos.sse import resume_from
 from helix_dbos.store import reads
-from helix_dbos.store.records import AnswerRecord, PendingToolCall, SessionRecord
+from helix_dbos.store.records import SessionRecord
 from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
-
-Received = dict[tuple[str, str], AnswerRecord]
-"""Answers recorded for calls still pending, by ``(session, tool call)``."""
 
 FLASH = "helix_flash"
 STATUSES = [status.value for status in SessionStatus]
@@ -126,22 +123,6 @@ def _inbox(executor: DBOSAgentExecutor) -> dict[str, Any]:
     return {"calls": calls, "agents": agents}
 
 
-def received_answers(
-    conn: Any, calls: list[PendingToolCall], known: dict[str, list[AnswerRecord]] | None = None
-) -> Received:
-    """The answers recorded for pending ``calls``, by ``(session, call)``.
-
-    An answered call stays pending until its run takes the answer: the run's continuation
-    settles the step and commits it, which marks the call answered and sets the session's
-    status. ``known`` holds sessions' answers already read (their sessions are not read again).
-    """
-    answers = dict(known or {})
-    for session_id in {call.session_id for call in calls} - answers.keys():
-        answers[session_id] = reads.answers(conn, session_id)
-    by_call = {(a.session_id, a.tool_call_id): a for found in answers.values() for a in found}
-    return {key: by_call[key] for call in calls if (key := (call.session_id, call.tool_call_id)) in by_call}
-
-
 def _agent_of(conn: Any, session_id: str) -> str:
     row = reads.get_session_row(conn, session_id)
     return row.agent_name if row else "?"
@@ -181,22 +162,9 @@ async def session(request: Request, error: str | None = None, entered: dict[str,
     return render(
         request, "session.html", status_code=422 if error else 200, detail=detail, tree=_tree(detail),
         active=detail.session.status in ACTIVE_STATUSES, error=error, entered=entered or {}, received=received,
-        unanswered=_unanswered(detail.pending, received), tool_names=_tool_names(detail),
-        to_take=_answers_to_take(session_id, detail.pending, received),
+        notes=call_notes(session_id, detail.pending, received, detail.runs), tool_names=_tool_names(detail),
+        status_note=status_note(session_id, detail.pending, received, detail.runs),
     )
-
-
-def _unanswered(calls: list[PendingToolCall], received: Received) -> Counter[tuple[str, int]]:
-    """How many calls of each ``(session, step)`` wait for an answer: the run takes a step's
-    answers once all of them are in."""
-    return Counter((c.session_id, c.step) for c in calls if (c.session_id, c.tool_call_id) not in received)
-
-
-def _answers_to_take(session_id: str, calls: list[PendingToolCall], received: Received) -> int:
-    """How many answers the session's run has to take, when every call it waits for is
-    answered (its status still says it waits until the run commits the step); else 0."""
-    own = [(c.session_id, c.tool_call_id) for c in calls if c.session_id == session_id]
-    return len(own) if all(key in received for key in own) else 0
 
 
 def _tool_names(detail: SessionDetail) -> dict[str, str]:

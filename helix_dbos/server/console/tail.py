@@ -9,8 +9,8 @@ browser resumes with ``Last-Event-ID``) that says what happened in the words of
     event: line
     data: {"seq":7,"run":1,"step":2,"at":"09:41:07","type":"tool_result","text":"lookup [c1]: ok","taken":"c1"}
 
-``taken`` is the id of the call whose result this is: the page then marks that call's
-answer, which it showed as received, as taken by the run. Each time the tail has caught
+``taken`` is the id of the call whose result this is: the page then marks that call,
+which it showed with its answer, as settled by the run. Each time the tail has caught
 up with the stream it reads the session's status and sends a ``status`` frame when it
 differs from the last one sent (``{"status": "completed"}``), so the page's status
 follows the run without a reload.
