@@ -41,7 +41,8 @@ def run(workflow_id: str = WAITER, workflow_status: str = "PENDING") -> RunRecor
 @pytest.mark.parametrize(
     "runs, note, beside_status",
     [
-        ([run()], "Answer received · waiting for the run to take it.", "answer received · waiting for the run to take it"),
+        ([run()], "Answer received · waiting for the run to take it.",
+         "answer received · waiting for the run to take it"),
         ([run("helix:s1:run:1:step:2", "ENQUEUED")], "Answer taken · the run waits on its queue for a worker.",
          "answer taken · the run waits on its queue for a worker"),
         ([run("helix:s1:run:1:step:2", "PENDING")], "Answer taken · the run is settling step 2.",
