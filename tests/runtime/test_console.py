@@ -164,6 +164,29 @@ def test_a_client_result_that_does_not_validate_is_shown_again_with_what_was_typ
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
 
 
+def test_the_answers_of_client_calls_show_the_submitted_result_and_the_reported_error(executor, ana):
+    lookup = define_tool("lookup", "Ask the client.", City, "client", output_schema=City)
+    agent_ = define_agent(unique("console-results"), tools=[lookup])
+    use_model(executor, calls(call("c1", "lookup", {"city": "?"}), call("c2", "lookup", {"city": "!"})), text("done"))
+    handle = executor.execute(agent_, "where?")
+    sid = handle.session_id
+    wait_for(lambda: len(executor.list_pending(sid)) == 2, what="both client tool calls")
+    form = {"csrf_token": token(ana.get(f"/console/sessions/{sid}")), "session_id": sid, "next": "session"}
+
+    result = '{"city": "<i>Nice</i>"}'
+    ana.post("/console/answer", data={**form, "tool_call_id": "c1", "action": "result", "result": result})
+    ana.post("/console/answer", data={**form, "tool_call_id": "c2", "action": "error", "error": "GPS <off>"})
+
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    page = ana.get(f"/console/sessions/{sid}").text
+    result = page[page.index('<tr id="answer-c1">'):page.index('<tr id="answer-c2">')]
+    error = page[page.index('<tr id="answer-c2">'):page.index("</table>", page.index('<tr id="answer-c2">'))]
+    assert 'answer-result">result</span>' in result and "lookup" in result
+    assert '<pre class="submitted">{\n  &#34;city&#34;: &#34;&lt;i&gt;Nice&lt;/i&gt;&#34;\n}</pre>' in result
+    assert 'answer-error">error</span>' in error and '<span class="why">GPS &lt;off&gt;</span>' in error
+    assert "submitted" not in error
+
+
 def test_session_pages_list_filter_tree_and_controls(executor, ana):
     gate = Gate()
     child = agent(unique("console-child"), tools=[gate.tool()])
