@@ -5,7 +5,8 @@
 On a database of its own (created on the server of --database-url, else the embedded
 Postgres, and dropped at the end) it runs the demo researcher to the end, leaves a refund
 waiting for approval and a client tool waiting for its result, serves the console, and
-saves ``console-inbox.png`` and ``console-session.png``.
+saves ``console-inbox.png`` and ``console-session.png``; then approves the refund and saves
+``console-answers.png``, the support session's page with the approval received.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pydantic import BaseModel
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from helix_dbos import MockLLMAdapter, define_agent, define_tool, launch_standalone, shutdown  # noqa: E402
+from helix_dbos import ApprovalResponse, MockLLMAdapter, define_agent, define_tool, launch_standalone, shutdown  # noqa: E402
 from helix_dbos.database import libpq_url, render_url, resolve_database_url  # noqa: E402
 from helix_dbos.demo import research_agent, scripted_research  # noqa: E402
 from helix_dbos.server import create_app  # noqa: E402
@@ -61,7 +62,8 @@ def respond(messages: list[Message], tools: list[ToolSpec]) -> Any:
     return scripted_research(messages, tools)
 
 
-def shoot(url: str, out: Path, session_id: str) -> None:
+def shoot(url: str, pages: dict[str, Path]) -> None:
+    """Save a screenshot of each console page (a path under ``url``) to its file."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -72,12 +74,10 @@ def shoot(url: str, out: Path, session_id: str) -> None:
         options.add_argument(argument)
     browser = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
     try:
-        browser.get(f"{url}/console/")
-        time.sleep(0.5)
-        browser.save_screenshot(str(out / "console-inbox.png"))
-        browser.get(f"{url}/console/sessions/{session_id}")
-        time.sleep(1.5)  # the live tail fills over SSE
-        browser.save_screenshot(str(out / "console-session.png"))
+        for page, file in pages.items():
+            browser.get(f"{url}{page}")
+            time.sleep(1.5)  # the live tail fills over SSE
+            browser.save_screenshot(str(file))
     finally:
         browser.quit()
 
@@ -106,14 +106,18 @@ def main() -> None:
             time.sleep(0.05)
         port = serving.servers[0].sockets[0].getsockname()[1]
         args.out.mkdir(parents=True, exist_ok=True)
-        shoot(f"http://127.0.0.1:{port}", args.out, "research-7")
+        url = f"http://127.0.0.1:{port}"
+        shoot(url, {"/console/": args.out / "console-inbox.png", "/console/sessions/research-7": args.out / "console-session.png"})
+        executor.submit_tool_result(waiting.session_id, ApprovalResponse(
+            tool_call_id="call_refund_1", approved=True, reason="photo of the damage attached", approver="ana"))
+        shoot(url, {"/console/sessions/support-1042": args.out / "console-answers.png"})
         serving.should_exit = True
         executor.abort(waiting.session_id, "screenshots taken")
         shutdown()
     finally:
         with psycopg.connect(libpq_url(server), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    print(f"saved {args.out / 'console-inbox.png'} and {args.out / 'console-session.png'}")
+    print(f"saved console-inbox.png, console-session.png and console-answers.png in {args.out}")
 
 
 if __name__ == "__main__":

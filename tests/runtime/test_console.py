@@ -1,17 +1,26 @@
-"""The operator console (issue 16) on a real uvicorn: the inbox, answers through forms
-(approver = the signed-in principal), CSRF refusals that change nothing, hostile text shown
-inert, a client result that does not validate shown again with nothing lost, session
-pages and controls; and a real headless Chromium approving a call and seeing the run end."""
+"""The operator console on a real uvicorn: the inbox, answers through forms (approver =
+the signed-in principal), CSRF refusals that change nothing, hostile text shown inert, a
+client result that does not validate shown again with nothing lost, session pages and
+controls. In a real headless Chromium: approving a call and seeing the run end; an
+answer shown as received until its run takes it, the status following the run without a
+reload; who answered, when and why; the live tail as log lines; a run's output as text
+or pretty JSON, never as markup."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from pydantic import BaseModel
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 from runtime_testkit import (
     RESULT_TIMEOUT,
     Gate,
@@ -20,6 +29,7 @@ from runtime_testkit import (
     call,
     calls,
     family_model,
+    finish,
     rows,
     sub,
     text,
@@ -29,7 +39,8 @@ from runtime_testkit import (
 )
 from starlette.requests import Request
 
-from helix_dbos import ApprovalResponse, create_sub_agent_tool, define_agent, define_tool
+from helix_dbos import AgentHooks, ApprovalResponse, create_sub_agent_tool, define_agent, define_tool
+from helix_dbos.client import admin
 from helix_dbos.server import create_app
 
 TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -67,9 +78,12 @@ def token(page: httpx.Response) -> str:
     return found.group(1)
 
 
+def refund_tool() -> Any:
+    return define_tool("refund", "Refund.", Refund, lambda args, ctx: {"refunded": args.amount}, require_approval=True)
+
+
 def waiting_refund(executor: Any, note: str = "") -> tuple[str, Any]:
-    refund = define_tool("refund", "Refund.", Refund, lambda args, ctx: {"refunded": args.amount}, require_approval=True)
-    agent_ = define_agent(unique("console"), tools=[refund])
+    agent_ = define_agent(unique("console"), tools=[refund_tool()])
     use_model(executor, calls(call("r1", "refund", {"amount": 7, "note": note})), text("refunded"))
     handle = executor.execute(agent_, "refund please")
     wait_for(lambda: executor.list_pending(handle.session_id), what="the approval request")
@@ -150,6 +164,29 @@ def test_a_client_result_that_does_not_validate_is_shown_again_with_what_was_typ
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
 
 
+def test_the_answers_of_client_calls_show_the_submitted_result_and_the_reported_error(executor, ana):
+    lookup = define_tool("lookup", "Ask the client.", City, "client", output_schema=City)
+    agent_ = define_agent(unique("console-results"), tools=[lookup])
+    use_model(executor, calls(call("c1", "lookup", {"city": "?"}), call("c2", "lookup", {"city": "!"})), text("done"))
+    handle = executor.execute(agent_, "where?")
+    sid = handle.session_id
+    wait_for(lambda: len(executor.list_pending(sid)) == 2, what="both client tool calls")
+    form = {"csrf_token": token(ana.get(f"/console/sessions/{sid}")), "session_id": sid, "next": "session"}
+
+    result = '{"city": "<i>Nice</i>"}'
+    ana.post("/console/answer", data={**form, "tool_call_id": "c1", "action": "result", "result": result})
+    ana.post("/console/answer", data={**form, "tool_call_id": "c2", "action": "error", "error": "GPS <off>"})
+
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    page = ana.get(f"/console/sessions/{sid}").text
+    result = page[page.index('<tr id="answer-c1">'):page.index('<tr id="answer-c2">')]
+    error = page[page.index('<tr id="answer-c2">'):page.index("</table>", page.index('<tr id="answer-c2">'))]
+    assert 'answer-result">result</span>' in result and "lookup" in result
+    assert '<pre class="submitted">{\n  &#34;city&#34;: &#34;&lt;i&gt;Nice&lt;/i&gt;&#34;\n}</pre>' in result
+    assert 'answer-error">error</span>' in error and '<span class="why">GPS &lt;off&gt;</span>' in error
+    assert "submitted" not in error
+
+
 def test_session_pages_list_filter_tree_and_controls(executor, ana):
     gate = Gate()
     child = agent(unique("console-child"), tools=[gate.tool()])
@@ -205,34 +242,204 @@ def test_without_a_principal_the_console_answers_as_console(executor):
     ]
 
 
-def test_a_real_browser_approves_a_call_and_sees_the_run_finish(executor, base):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
+# --- in a real headless Chromium -------------------------------------------------------------
 
-    sid, handle = waiting_refund(executor)
+
+@pytest.fixture
+def browser(base: str) -> Iterator[Any]:
+    """Debian's headless Chromium, signed in as ``bea`` (the cookie ``authenticate`` reads)."""
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
         options.add_argument(argument)
-    browser = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
     try:
-        browser.get(f"{base}/console/sessions")  # sets the cookie that authenticates this browser
-        browser.add_cookie({"name": "user", "value": "bea"})
-        browser.get(f"{base}/console/")
-        card = browser.find_element(By.ID, f"call-{sid}-r1")
-        card.find_element(By.CSS_SELECTOR, "button.approve").click()
-        WebDriverWait(browser, 20).until(lambda b: f"Approved r1 of session {sid}." in b.page_source)
-        browser.get(f"{base}/console/sessions/{sid}")
-        WebDriverWait(browser, 20).until(
-            lambda b: "  finish  " in b.find_element(By.ID, "tail").text  # the run's end in the live tail (SSE)
-        )
-        browser.refresh()
-        assert browser.find_element(By.ID, "status").text == "completed"
+        driver.get(f"{base}/console/sessions")  # the cookie belongs to this origin
+        driver.add_cookie({"name": "user", "value": "bea"})
+        yield driver
     finally:
-        browser.quit()
+        driver.quit()
+
+
+def until(browser: Any, condition: Any, what: str) -> Any:
+    return WebDriverWait(browser, RESULT_TIMEOUT).until(condition, message=f"waited for {what}")
+
+
+def by_id(browser: Any, element_id: str) -> Any:
+    return browser.find_element(By.ID, element_id)
+
+
+def tail_lines(browser: Any) -> list[dict[str, str]]:
+    """The live tail's lines, each as its cells."""
+    return browser.execute_script(
+        "return [...document.querySelectorAll('#tail li')].map((li) => ({type: li.dataset.type,"
+        " at: li.querySelector('.at').textContent, where: li.querySelector('.where').textContent,"
+        " kind: li.querySelector('.type').textContent, text: li.querySelector('.text').textContent}))"
+    )
+
+
+def test_a_real_browser_approves_a_call_and_sees_the_run_finish(executor, base, browser):
+    sid, handle = waiting_refund(executor)
+    browser.get(f"{base}/console/")
+    by_id(browser, f"call-{sid}-r1").find_element(By.CSS_SELECTOR, "button.approve").click()
+    until(browser, lambda b: f"Approved r1 of session {sid}." in b.page_source, "the flash")
+    browser.get(f"{base}/console/sessions/{sid}")
+    until(browser, lambda b: any(line["type"] == "finish" for line in tail_lines(b)), "the run's end in the tail")
+    browser.refresh()
+    assert by_id(browser, "status").text == "completed"
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     assert rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_id = :s", s=sid) == [
         {"answered_by": "bea"}
     ]
+
+
+def test_in_a_browser_an_answer_shows_as_received_then_taken_and_the_status_follows_the_run(executor, base, browser):
+    entered, release = threading.Event(), threading.Event()
+
+    async def hold(reason: str, ctx: Any) -> None:  # the run has taken the answer; its step commits after this
+        entered.set()
+        await asyncio.to_thread(release.wait, RESULT_TIMEOUT)
+
+    lookup = define_tool("lookup", "Ask the client.", City, "client", output_schema=City)
+    agent_ = define_agent(unique("console-held"), tools=[lookup], hooks=AgentHooks(on_agent_resumed=hold))
+    use_model(executor, calls(call("c1", "lookup", {"city": "?"})), text("found it"))
+    handle = executor.execute(agent_, "where?")
+    sid = handle.session_id
+    try:
+        wait_for(lambda: executor.list_pending(sid), what="the client tool call")
+        browser.get(f"{base}/console/sessions/{sid}")
+        assert by_id(browser, "status").text == "awaiting_client_tool"
+        assert browser.find_elements(By.ID, "status-note") == []
+        card = by_id(browser, f"call-{sid}-c1")
+        card.find_element(By.NAME, "result").send_keys('{"city": "Paris"}')
+        card.find_element(By.CSS_SELECTOR, "button.primary").click()
+        until(browser, lambda b: f"Gave a result to c1 of session {sid}." in b.page_source, "the flash")
+
+        # The session's row says awaiting_client_tool until the run commits the step; the
+        # page says where the answer is: received (the waiter has not handed over yet) or taken.
+        assert by_id(browser, "status").text == "awaiting_client_tool"
+        assert by_id(browser, "status-note").text in (
+            "answer received · waiting for the run to take it", "answer taken · the run is settling step 1"
+        )
+        card = by_id(browser, f"call-{sid}-c1")
+        assert "received" in card.get_attribute("class") and not card.find_elements(By.TAG_NAME, "form")
+        assert card.find_element(By.CSS_SELECTOR, ".answer .pill").text == "result"
+        assert card.find_element(By.CSS_SELECTOR, ".submitted").text == '{\n  "city": "Paris"\n}'
+        assert entered.wait(RESULT_TIMEOUT), "the run never took the answer"
+        browser.refresh()
+        assert by_id(browser, "status").text == "awaiting_client_tool"
+        assert by_id(browser, "status-note").text == "answer taken · the run is settling step 1"
+        assert by_id(browser, f"call-{sid}-c1").find_element(By.CSS_SELECTOR, ".received-note").text == (
+            "Answer taken · the run is settling step 1."
+        )
+        release.set()
+
+        until(browser, lambda b: by_id(b, "status").text == "completed", "the status to follow the run, no reload")
+        assert browser.find_elements(By.ID, "status-note") == []
+        settled = by_id(browser, f"call-{sid}-c1")
+        assert "settled" in settled.get_attribute("class")
+        assert settled.find_element(By.CSS_SELECTOR, ".received-note").text == (
+            "Settled by the run: its result is in the live tail."
+        )
+        assert by_id(browser, "ended").is_displayed()
+    finally:
+        release.set()
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    browser.refresh()
+    assert by_id(browser, "status").text == "completed" and browser.find_elements(By.CSS_SELECTOR, ".call") == []
+
+
+def test_in_a_browser_the_session_page_shows_who_answered_when_and_why_as_show_does(executor, base, browser):
+    agent_ = define_agent(unique("console-answers"), tools=[refund_tool()])
+    use_model(executor, calls(call("r1", "refund", {"amount": 7}), call("r2", "refund", {"amount": 900})), text("ok"))
+    handle = executor.execute(agent_, "two refunds")
+    sid = handle.session_id
+    wait_for(lambda: len(executor.list_pending(sid)) == 2, what="both approval requests")
+    browser.get(f"{base}/console/sessions/{sid}")
+    by_id(browser, f"call-{sid}-r1").find_element(By.CSS_SELECTOR, "button.approve").click()
+    until(browser, lambda b: f"Approved r1 of session {sid}." in b.page_source, "the first flash")
+    approved = by_id(browser, f"call-{sid}-r1")
+    assert approved.find_element(By.CSS_SELECTOR, ".answer").text.startswith("approved by bea at ")
+    assert approved.find_element(By.CSS_SELECTOR, ".received-note").text == (
+        "Answer received · the run takes it once the other call of step 1 is answered."
+    )
+    assert browser.find_elements(By.ID, "status-note") == []  # awaiting_approval is true: r2 waits
+    assert by_id(browser, "answer-r1")  # listed among the answers while the run waits for r2
+    denied = by_id(browser, f"call-{sid}-r2")
+    denied.find_element(By.NAME, "reason").send_keys("too <b>much</b>")
+    denied.find_element(By.CSS_SELECTOR, "button.deny").click()
+    until(browser, lambda b: f"Denied r2 of session {sid}." in b.page_source, "the second flash")
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+
+    browser.refresh()
+    shown = admin.show_session(executor.database_url, sid).answers  # what `helix-dbos show` prints
+    assert [a.tool_call_id for a in shown] == ["r1", "r2"]
+    for answer, word in zip(shown, ["approved", "denied"]):
+        row = by_id(browser, f"answer-{answer.tool_call_id}")
+        assert row.find_element(By.CSS_SELECTOR, ".pill").text == word
+        assert row.find_element(By.CSS_SELECTOR, ".by").text == answer.answered_by == "bea"
+        assert row.find_element(By.CSS_SELECTOR, ".at").text == answer.answered_at.strftime("%Y-%m-%d %H:%M:%S")
+        assert "refund" in row.text
+    why = by_id(browser, "answer-r2").find_element(By.CSS_SELECTOR, ".why")
+    assert why.text == "too <b>much</b>" == shown[1].reason
+    assert why.find_elements(By.XPATH, "./*") == []  # the reason is text, not markup
+
+
+def test_in_a_browser_the_live_tail_reads_as_log_lines(executor, base, browser):
+    echo = define_tool("echo", "Echo.", Refund, lambda args, ctx: {"echoed": args.note})
+    agent_ = define_agent(unique("console-tail"), tools=[echo])
+    note = '<img src=x onerror="window.pwned = 1">'
+    use_model(executor, calls(call("e1", "echo", {"amount": 1, "note": note})), text("all done"))
+    handle = executor.execute(agent_, "echo it")
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+
+    browser.get(f"{base}/console/sessions/{handle.session_id}")
+    until(browser, lambda b: any(line["type"] == "finish" for line in tail_lines(b)), "the run's end in the tail")
+    lines = tail_lines(browser)
+    assert [line["type"] for line in lines] == [
+        "run_start", "step_start", "tool_call", "tool_result", "step_finish", "step_start", "text", "step_finish",
+        "finish",
+    ]
+    assert all(re.fullmatch(r"\d\d:\d\d:\d\d", line["at"]) and line["kind"] == line["type"] for line in lines)
+    by_type = {line["type"]: line for line in lines}
+    assert by_type["run_start"]["text"] == "run 1 (execute) input echo it"
+    assert by_type["tool_call"]["where"] == "run 1 step 1"
+    assert by_type["tool_call"]["text"].startswith('echo [e1] {"note":"<img src=x onerror=\\"window.pwned = 1\\">"')
+    assert by_type["tool_result"]["text"].startswith("echo [e1]: ")
+    assert by_type["text"]["text"] == "all done" and by_type["finish"]["text"] == "output all done"
+    assert not any(line["text"].startswith("{") for line in lines)  # no raw JSON
+    assert browser.find_elements(By.CSS_SELECTOR, "#tail img") == []
+    assert browser.execute_script("return window.pwned") is None
+
+
+@pytest.mark.parametrize(
+    "output, shown",
+    [
+        ('<script>window.pwned = 1</script> "Paris"', '<script>window.pwned = 1</script> "Paris"'),
+        ({"a": 1, "b": "<script>window.pwned = 1</script>"},
+         '{\n  "a": 1,\n  "b": "<script>window.pwned = 1</script>"\n}'),
+    ],
+    ids=["text", "structured"],
+)
+def test_in_a_browser_a_run_s_output_shows_as_text_or_pretty_json_never_as_markup(
+    executor, base, browser, output, shown
+):
+    class Out(BaseModel):
+        a: int
+        b: str
+
+    if isinstance(output, str):
+        agent_ = define_agent(unique("console-output"))
+        use_model(executor, text(output))
+    else:
+        agent_ = define_agent(unique("console-output"), output_schema=Out)
+        use_model(executor, finish("f1", **output))
+    handle = executor.execute(agent_, "answer")
+    assert handle.result(timeout=RESULT_TIMEOUT).output == output
+
+    browser.get(f"{base}/console/sessions/{handle.session_id}")
+    result = by_id(browser, "output")
+    assert result.text == shown
+    assert result.find_elements(By.XPATH, "./*") == []  # text only: no element inside
+    assert browser.execute_script("return window.pwned") is None
+    assert "&lt;script&gt;window.pwned = 1&lt;/script&gt;" in browser.page_source

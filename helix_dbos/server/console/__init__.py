@@ -4,8 +4,10 @@
     app = create_app(executor, authenticate=..., console=False) # without it
 
 An inbox of pending approvals and client-tool calls (approve, deny with a reason, submit a
-result), the sessions list, and a session's page (transcript, state, runs, usage, the
-sub-agent tree, its pending calls, a live tail, interrupt / abort / resume). It uses the
+result), the sessions list, and a session's page (status, result, usage, its pending calls
+and the answers they received, who answered when and why, a live tail of log lines that
+also keeps the status current, the sub-agent tree, transcript, state, runs, interrupt /
+abort / resume). It uses the
 server's authentication (every request passes ``authenticate`` first) and protects every
 form against CSRF (``csrf.py``). ``secret`` signs the CSRF tokens: give every process of
 a deployment the same one (default: random per process).

@@ -5,6 +5,11 @@ Every form posts with a CSRF token (``csrf.py``) and redirects back with a flash
 message (post/redirect/get); a client result that does not validate is shown again on
 its page with the error, status 422, and the call stays pending. The approver of an
 answer is the server's authenticated principal (``request.state.principal``).
+
+A session's page reads the session when it renders. An answered call stays pending, and
+the session ``awaiting_*``, until the run has settled the step: the page shows where
+such an answer is (``received.py``), and its live tail (``tail.py``) brings the status
+up to date without a reload.
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ from starlette.templating import Jinja2Templates
 
 from helix_dbos.answers import ApprovalResponse, ClientToolResult, ToolAnswer
 from helix_dbos.client import admin, commands
+from helix_dbos.client.commands import SessionDetail
 from helix_dbos.client.executor import DBOSAgentExecutor
 from helix_dbos.errors import HelixError, InvalidToolResultError
-from helix_dbos.events import EVENT_TYPES
 from helix_dbos.server.console.csrf import FIELD, CsrfGuard
-from helix_dbos.server.routes import require_known, sse_frames
+from helix_dbos.server.console.received import Received, call_notes, received_answers, status_note
+from helix_dbos.server.console.tail import tail_frames
+from helix_dbos.server.routes import require_known
 from helix_dbos.sse import resume_from
 from helix_dbos.store import reads
 from helix_dbos.store.records import SessionRecord
@@ -35,7 +42,20 @@ from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
 FLASH = "helix_flash"
 STATUSES = [status.value for status in SessionStatus]
 templates = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
-templates.env.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def pretty(value: Any) -> str:
+    """``value`` as indented JSON."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def as_text(value: Any) -> str:
+    """A string as it is, anything else as indented JSON (a run's output, a message, a result)."""
+    return value if isinstance(value, str) else pretty(value)
+
+
+templates.env.filters["pretty"] = pretty
+templates.env.filters["as_text"] = as_text
 
 
 def _executor(request: Request) -> DBOSAgentExecutor:
@@ -94,12 +114,10 @@ async def inbox(request: Request) -> Response:
 
 
 def _inbox(executor: DBOSAgentExecutor) -> dict[str, Any]:
-    """The calls waiting for a person: pending ones not answered yet (an answered call stays
-    pending until its run takes the answer, a moment later)."""
+    """The calls waiting for a person: pending ones not answered yet."""
     with executor.engine.connect() as conn:
         pending = reads.list_pending(conn)
-        sessions = {call.session_id for call in pending}
-        answered = {(a.session_id, a.tool_call_id) for sid in sessions for a in reads.answers(conn, sid)}
+        answered = received_answers(conn, pending)
         calls = [call for call in pending if (call.session_id, call.tool_call_id) not in answered]
         agents = {sid: _agent_of(conn, sid) for sid in {call.session_id for call in calls}}
     return {"calls": calls, "agents": agents}
@@ -131,19 +149,29 @@ async def workers(request: Request) -> Response:
 async def session(request: Request, error: str | None = None, entered: dict[str, str] | None = None) -> Response:
     session_id = request.path_params["session_id"]
 
-    def read() -> Any:
+    def read() -> tuple[SessionDetail, Received]:
         require_storable("session_id", session_id)
         with _executor(request).engine.connect() as conn:
-            return commands.session_detail(conn, session_id)
+            detail = commands.session_detail(conn, session_id)
+            return detail, received_answers(conn, detail.pending, known={session_id: detail.answers})
 
     try:
-        detail = await run_in_threadpool(read)
+        detail, received = await run_in_threadpool(read)
     except HelixError as exc:
         return render(request, "missing.html", status_code=404, message=str(exc))
     return render(
         request, "session.html", status_code=422 if error else 200, detail=detail, tree=_tree(detail),
-        active=detail.session.status in ACTIVE_STATUSES, error=error, entered=entered or {}, event_types=EVENT_TYPES,
+        active=detail.session.status in ACTIVE_STATUSES, error=error, entered=entered or {}, received=received,
+        notes=call_notes(session_id, detail.pending, received, detail.runs), tool_names=_tool_names(detail),
+        status_note=status_note(session_id, detail.pending, received, detail.runs),
     )
+
+
+def _tool_names(detail: SessionDetail) -> dict[str, str]:
+    """The tool of each call the session's model made, by call id."""
+    return {
+        call["id"]: call["name"] for entry in detail.transcript for call in entry.message.get("tool_calls") or []
+    }
 
 
 def _tree(detail: Any) -> list[tuple[int, SessionRecord]]:
@@ -157,13 +185,12 @@ def _tree(detail: Any) -> list[tuple[int, SessionRecord]]:
 
 
 async def events(request: Request) -> Response:
-    """The session's durable events as SSE for the page's live tail (resumes with Last-Event-ID)."""
+    """The page's live tail as SSE: log lines and status changes (``tail.py``; resumes with Last-Event-ID)."""
     session_id = request.path_params["session_id"]
-    executor = _executor(request)
     from_seq = resume_from(request.headers.get("last-event-id"))
-    live = executor.live()
+    live = _executor(request).live()
     await require_known(live, session_id)
-    frames = sse_frames(live, session_id, from_seq, deltas=False, follow=True, keepalive=15.0)
+    frames = tail_frames(live, session_id, from_seq)
     return StreamingResponse(frames, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
