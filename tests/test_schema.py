@@ -1,5 +1,5 @@
 """The helix schema: one baseline migration, plain tables, and on DBOS's tables only the
-documented triggers (``helix_dbos/store/dbos_hooks.py``).
+documented triggers (``helix_dbos/store/dbos_tables.py``).
 
 ``migrate`` on an empty database creates the baseline in one step; the schema has no view
 and no INSTEAD OF trigger; every trigger on a ``dbos.*`` table that is not DBOS's own is
@@ -20,7 +20,7 @@ import pytest
 
 from helix_dbos.database import libpq_url
 from helix_dbos.errors import DatabaseError, SchemaOutdatedError
-from helix_dbos.store import dbos_hooks
+from helix_dbos.store import dbos_tables
 from helix_dbos.store.migrations import Migration, check_schema, load_migrations, migrate
 
 TABLES = {
@@ -66,9 +66,9 @@ def test_the_only_helix_triggers_on_dbos_tables_are_the_documented_ones(database
         " WHERE n.nspname = 'dbos' AND NOT t.tgisinternal AND pn.nspname = 'helix'",
     )
     assert set(found) == DOCUMENTED_HOOKS
-    assert {name for _, name in DOCUMENTED_HOOKS} == set(dbos_hooks.HOOKS)
-    for name in dbos_hooks.HOOKS:
-        assert f"``{name}``" in (dbos_hooks.__doc__ or ""), f"{name} is not on the module's list"
+    assert {name for _, name in DOCUMENTED_HOOKS} == set(dbos_tables.HOOKS)
+    for name in dbos_tables.HOOKS:
+        assert f"``{name}``" in (dbos_tables.__doc__ or ""), f"{name} is not on the module's list"
 
 
 def test_check_schema_names_a_missing_hook_and_migrate_puts_it_back(make_database: Callable[[], str]) -> None:

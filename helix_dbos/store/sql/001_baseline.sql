@@ -12,9 +12,10 @@
 --                  each tool_result (how long the tool ran); helix.session_usage reads them
 -- A fork copies a session's messages, patches and snapshots (store/writes.fork_session).
 --
--- A session is named by its number (helix.sessions.num) in the tables every step writes
--- (events, messages, state_patches): it is 8 bytes in each row and index entry, where a
--- generated id is 40. helix.session_num(id) looks it up:
+-- Every table names a session by its number, helix.sessions.num (columns session_num,
+-- parent_session_num, root_session_num, child_session_num): 8 bytes in each row and index
+-- entry, where a generated id is 40. The id lives in helix.sessions.id only;
+-- helix.session_num(id) looks the number up:
 --     SELECT type, data FROM helix.events WHERE session_num = helix.session_num('s1') ORDER BY seq;
 -- Everything a person may need to read is jsonb; nothing here is pickled.
 
@@ -38,20 +39,20 @@ CREATE TABLE helix.sessions (
     error               text,
     stop_reason         text,
     interrupt_requested boolean     NOT NULL DEFAULT false,
-    parent_session_id   text        REFERENCES helix.sessions (id),
+    parent_session_num  bigint      REFERENCES helix.sessions (num),
     parent_tool_call_id text,
-    root_session_id     text        NOT NULL,
+    root_session_num    bigint      NOT NULL,                 -- num itself for a root session
     created_at          timestamptz NOT NULL DEFAULT now(),
     updated_at          timestamptz NOT NULL DEFAULT now()   -- moves when the status does
 ) WITH (fillfactor = 70);
-CREATE INDEX sessions_parent_idx ON helix.sessions (parent_session_id) WHERE parent_session_id IS NOT NULL;
-CREATE INDEX sessions_root_idx ON helix.sessions (root_session_id);
+CREATE INDEX sessions_parent_idx ON helix.sessions (parent_session_num) WHERE parent_session_num IS NOT NULL;
+CREATE INDEX sessions_root_idx ON helix.sessions (root_session_num);
 CREATE INDEX sessions_updated_idx ON helix.sessions (updated_at DESC);
 
 -- workflow_id: the DBOS workflow that holds the run now (its own; once it parked, its
--- waiter or its continuation), set by the trigger on dbos.workflow_status.
+-- waiter or its continuation), set by the trigger on DBOS's workflow_status (helix.follow_new_run_workflow).
 CREATE TABLE helix.runs (
-    session_id  text        NOT NULL REFERENCES helix.sessions (id),
+    session_num bigint      NOT NULL REFERENCES helix.sessions (num),
     run         integer     NOT NULL,
     workflow_id text        NOT NULL UNIQUE,
     kind        text        NOT NULL DEFAULT 'execute',           -- execute | resume
@@ -63,7 +64,7 @@ CREATE TABLE helix.runs (
     error       text,
     started_at  timestamptz NOT NULL DEFAULT now(),
     ended_at    timestamptz,
-    PRIMARY KEY (session_id, run)
+    PRIMARY KEY (session_num, run)
 );
 
 -- The transcript: every message whole, seq 0..n-1 in the session.
@@ -92,10 +93,10 @@ CREATE TABLE helix.state_patches (
 -- Full copies of the state every so many steps, so rebuilding the state at any step
 -- replays a bounded number of patches. Step 0 holds the initial state.
 CREATE TABLE helix.state_snapshots (
-    session_id text    NOT NULL REFERENCES helix.sessions (id),
-    step       integer NOT NULL,
-    state      jsonb   NOT NULL,
-    PRIMARY KEY (session_id, step)
+    session_num bigint  NOT NULL REFERENCES helix.sessions (num),
+    step        integer NOT NULL,
+    state       jsonb   NOT NULL,
+    PRIMARY KEY (session_num, step)
 );
 
 -- The durable event stream: seq 1..N per session without gaps, in commit order. A step's
@@ -115,9 +116,9 @@ CREATE TABLE helix.events (
 CREATE UNIQUE INDEX events_step_key_idx ON helix.events (session_num, step, key) WHERE key IS NOT NULL;
 
 CREATE TABLE helix.pending_tool_calls (
-    session_id      text        NOT NULL REFERENCES helix.sessions (id),
-    tool_call_id    text        NOT NULL,
-    root_session_id text        NOT NULL,
+    session_num      bigint      NOT NULL REFERENCES helix.sessions (num),
+    tool_call_id     text        NOT NULL,
+    root_session_num bigint      NOT NULL,
     workflow_id     text        NOT NULL,
     run             integer     NOT NULL,
     step            integer     NOT NULL,
@@ -129,13 +130,13 @@ CREATE TABLE helix.pending_tool_calls (
                                 CHECK (status IN ('pending', 'answered', 'timed_out', 'cancelled')),
     requested_at    timestamptz NOT NULL DEFAULT now(),
     deadline        timestamptz,
-    PRIMARY KEY (session_id, tool_call_id)
+    PRIMARY KEY (session_num, tool_call_id)
 );
-CREATE INDEX pending_open_idx ON helix.pending_tool_calls (root_session_id) WHERE status = 'pending';
+CREATE INDEX pending_open_idx ON helix.pending_tool_calls (root_session_num) WHERE status = 'pending';
 
 -- Audit: who answered a pending call, when, how and why. One row per accepted answer.
 CREATE TABLE helix.tool_call_answers (
-    session_id   text        NOT NULL,
+    session_num  bigint      NOT NULL,
     tool_call_id text        NOT NULL,
     kind         text        NOT NULL,
     approved     boolean,
@@ -143,15 +144,15 @@ CREATE TABLE helix.tool_call_answers (
     answered_by  text,
     answer       jsonb       NOT NULL,
     answered_at  timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (session_id, tool_call_id),
-    FOREIGN KEY (session_id, tool_call_id) REFERENCES helix.pending_tool_calls (session_id, tool_call_id)
+    PRIMARY KEY (session_num, tool_call_id),
+    FOREIGN KEY (session_num, tool_call_id) REFERENCES helix.pending_tool_calls (session_num, tool_call_id)
 );
 
 -- The outcome of a tool call that returned, recorded outside its DBOS step when DBOS may
 -- not save the step's checkpoint (the workflow was cancelled while the tool ran), so a
 -- resumed run returns it instead of running the tool again. The step's commit deletes them.
 CREATE TABLE helix.tool_outcomes (
-    session_id   text        NOT NULL REFERENCES helix.sessions (id),
+    session_num  bigint      NOT NULL REFERENCES helix.sessions (num),
     step         integer     NOT NULL,
     tool_call_id text        NOT NULL,
     run          integer     NOT NULL,
@@ -159,37 +160,37 @@ CREATE TABLE helix.tool_outcomes (
     call_digest  text        NOT NULL,  -- sha256 of the call's name and arguments
     outcome      json        NOT NULL,  -- the tool step's ToolOutcome, as written (json keeps its keys' order)
     recorded_at  timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (session_id, step, tool_call_id)
+    PRIMARY KEY (session_num, step, tool_call_id)
 );
 
 -- Persistent sub-agents ("companions"): a parent's named children.
 CREATE TABLE helix.companions (
-    session_id       text        NOT NULL REFERENCES helix.sessions (id),   -- the parent
-    name             text        NOT NULL,
-    agent_type       text        NOT NULL,
-    mode             text        NOT NULL CHECK (mode IN ('blocking', 'non-blocking')),
-    child_session_id text        NOT NULL UNIQUE REFERENCES helix.sessions (id),
-    created_at       timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (session_id, name)
+    session_num       bigint      NOT NULL REFERENCES helix.sessions (num),   -- the parent
+    name              text        NOT NULL,
+    agent_type        text        NOT NULL,
+    mode              text        NOT NULL CHECK (mode IN ('blocking', 'non-blocking')),
+    child_session_num bigint      NOT NULL UNIQUE REFERENCES helix.sessions (num),
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (session_num, name)
 );
 
 -- One row per ended run of a non-blocking companion. The parent's next step takes the
 -- rows not yet delivered into its transcript (delivered_run/step say where); a row
 -- delivered at a step that was never committed (its run was aborted) is delivered again.
 CREATE TABLE helix.companion_notices (
-    session_id       text        NOT NULL REFERENCES helix.sessions (id),   -- the parent
-    child_session_id text        NOT NULL REFERENCES helix.sessions (id),
-    run              integer     NOT NULL,
-    name             text        NOT NULL,
-    status           text        NOT NULL,
-    output           jsonb,
-    error            text,
-    created_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
-    delivered_run    integer,
-    delivered_step   integer,
-    PRIMARY KEY (child_session_id, run)
+    session_num       bigint      NOT NULL REFERENCES helix.sessions (num),   -- the parent
+    child_session_num bigint      NOT NULL REFERENCES helix.sessions (num),
+    run               integer     NOT NULL,
+    name              text        NOT NULL,
+    status            text        NOT NULL,
+    output            jsonb,
+    error             text,
+    created_at        timestamptz NOT NULL DEFAULT clock_timestamp(),
+    delivered_run     integer,
+    delivered_step    integer,
+    PRIMARY KEY (child_session_num, run)
 );
-CREATE INDEX companion_notices_parent_idx ON helix.companion_notices (session_id);
+CREATE INDEX companion_notices_parent_idx ON helix.companion_notices (session_num);
 
 -- Worker leases: one row per DBOS executor id that runs helix workflows. A live process
 -- renews its row every few seconds (expires_at moves forward, in the database's clock).
@@ -228,8 +229,8 @@ CREATE FUNCTION helix.active_statuses() RETURNS text[] LANGUAGE sql IMMUTABLE PA
     SELECT ARRAY['active', 'awaiting_approval', 'awaiting_client_tool']
 $$;
 
--- The number of session sid; an error when there is no such session.
-CREATE FUNCTION helix.session_num(sid text) RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+-- The number of session sid; an error when there is no such session (NULL for NULL).
+CREATE FUNCTION helix.session_num(sid text) RETURNS bigint LANGUAGE plpgsql STABLE STRICT AS $$
 DECLARE
     found_num bigint;
 BEGIN
@@ -406,7 +407,7 @@ BEGIN
     IF jsonb_typeof(p->'resolved') = 'array' THEN
         UPDATE helix.pending_tool_calls pc SET status = r.status
           FROM jsonb_to_recordset(p->'resolved') AS r(tool_call_id text, status text)
-         WHERE pc.session_id = sid AND pc.tool_call_id = r.tool_call_id;
+         WHERE pc.session_num = cur.num AND pc.tool_call_id = r.tool_call_id;
         SELECT jsonb_agg(jsonb_build_object(
                    'name', pc.tool_name,
                    'ms', 1000 * extract(epoch FROM CASE WHEN r.c->>'status' = 'answered' THEN COALESCE(a.answered_at, now())
@@ -414,8 +415,8 @@ BEGIN
                    'success', r.c->>'status' = 'answered') ORDER BY r.ord)
           INTO waits
           FROM jsonb_array_elements(p->'resolved') WITH ORDINALITY AS r(c, ord)
-          JOIN helix.pending_tool_calls pc ON pc.session_id = sid AND pc.tool_call_id = r.c->>'tool_call_id'
-          LEFT JOIN helix.tool_call_answers a ON a.session_id = sid AND a.tool_call_id = r.c->>'tool_call_id'
+          JOIN helix.pending_tool_calls pc ON pc.session_num = cur.num AND pc.tool_call_id = r.c->>'tool_call_id'
+          LEFT JOIN helix.tool_call_answers a ON a.session_num = cur.num AND a.tool_call_id = r.c->>'tool_call_id'
          WHERE pc.kind = 'client';
     END IF;
 
@@ -455,7 +456,7 @@ BEGIN
     PERFORM helix.insert_messages(cur.num, cur.message_count, run_no, step_no, COALESCE(p->'messages', '[]'::jsonb));
     PERFORM helix.insert_state_patch(cur.num, step_no, 0::smallint, run_no, p->'patch');
     IF jsonb_typeof(p->'snapshot') = 'object' THEN
-        INSERT INTO helix.state_snapshots (session_id, step, state) VALUES (sid, step_no, p->'snapshot');
+        INSERT INTO helix.state_snapshots (session_num, step, state) VALUES (cur.num, step_no, p->'snapshot');
     END IF;
 
     IF term IS NOT NULL OR interrupted THEN
@@ -464,9 +465,9 @@ BEGIN
                error = term->>'error',
                stop_reason = CASE WHEN interrupted THEN 'interrupted' ELSE term->>'stop_reason' END,
                end_step = step_no, ended_at = now()
-         WHERE session_id = sid AND run = run_no;
+         WHERE session_num = cur.num AND run = run_no;
     END IF;
-    DELETE FROM helix.tool_outcomes WHERE session_id = sid AND step = step_no;
+    DELETE FROM helix.tool_outcomes WHERE session_num = cur.num AND step = step_no;
     RETURN jsonb_build_object('interrupted', interrupted);
 END;
 $$;
@@ -516,21 +517,22 @@ $$;
 CREATE FUNCTION helix.end_run(sid text, run_no integer, final_status text, err text, reason text, ev jsonb)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
+    snum bigint;
     cur_step integer;
 BEGIN
     UPDATE helix.sessions
        SET status = final_status, error = err, stop_reason = reason,
            interrupt_requested = false, version = version + 1, updated_at = now()
      WHERE id = sid AND run_count = run_no AND status = ANY (helix.active_statuses())
-    RETURNING step_count INTO cur_step;
+    RETURNING num, step_count INTO snum, cur_step;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
     UPDATE helix.runs
        SET status = final_status, error = err, stop_reason = reason, end_step = cur_step, ended_at = now()
-     WHERE session_id = sid AND run = run_no;
+     WHERE session_num = snum AND run = run_no;
     UPDATE helix.pending_tool_calls SET status = 'cancelled'
-     WHERE session_id = sid AND run = run_no AND status = 'pending';
+     WHERE session_num = snum AND run = run_no AND status = 'pending';
     IF ev IS NOT NULL THEN
         PERFORM helix.append_events(sid, run_no, cur_step, jsonb_build_array(ev));
     END IF;
@@ -543,27 +545,28 @@ $$;
 -- status, or NULL (writing nothing) when the run is not the session's latest or is active.
 CREATE FUNCTION helix.reopen_run(sid text, run_no integer, wf text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
+    snum bigint;
     new_status text;
     cur_step integer;
 BEGIN
-    PERFORM 1 FROM helix.sessions
+    SELECT num INTO snum FROM helix.sessions
      WHERE id = sid AND run_count = run_no AND NOT status = ANY (helix.active_statuses()) FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
     UPDATE helix.pending_tool_calls SET status = 'pending'
-     WHERE session_id = sid AND run = run_no AND status = 'cancelled';
+     WHERE session_num = snum AND run = run_no AND status = 'cancelled';
     SELECT CASE WHEN bool_or(kind = 'approval') THEN 'awaiting_approval'
                 WHEN count(*) > 0 THEN 'awaiting_client_tool' ELSE 'active' END
       INTO new_status
-      FROM helix.pending_tool_calls WHERE session_id = sid AND run = run_no AND status = 'pending';
+      FROM helix.pending_tool_calls WHERE session_num = snum AND run = run_no AND status = 'pending';
     UPDATE helix.sessions
        SET status = new_status, error = NULL, stop_reason = NULL, interrupt_requested = false,
            version = version + 1, updated_at = now()
-     WHERE id = sid
+     WHERE num = snum
     RETURNING step_count INTO cur_step;
     UPDATE helix.runs SET status = 'active', error = NULL, stop_reason = NULL, end_step = NULL, ended_at = NULL
-     WHERE session_id = sid AND run = run_no;
+     WHERE session_num = snum AND run = run_no;
     PERFORM helix.append_events(sid, run_no, cur_step,
         jsonb_build_array(jsonb_build_object('type', 'resumed',
                                              'data', jsonb_build_object('run', run_no, 'workflow_id', wf))));
@@ -604,7 +607,7 @@ BEGIN
         SELECT DISTINCT p.num, p.id
           FROM new_rows r
           JOIN helix.sessions s ON s.num = r.session_num
-          JOIN helix.sessions p ON p.id = s.parent_session_id
+          JOIN helix.sessions p ON p.num = s.parent_session_num
          WHERE r.run = 1 AND p.status = ANY (helix.active_statuses())
          ORDER BY p.id
     LOOP
@@ -618,7 +621,7 @@ BEGIN
                    'key', 'sub:' || s.id || ':' || r.seq) ORDER BY s.id, r.seq)
           INTO relayed
           FROM new_rows r JOIN helix.sessions s ON s.num = r.session_num
-         WHERE s.parent_session_id = par.id AND r.run = 1;
+         WHERE s.parent_session_num = par.num AND r.run = 1;
         last_seq := helix.insert_events(par.num, at_run, at_step + 1, relayed);
         UPDATE helix.sessions SET event_seq = last_seq WHERE num = par.num;
     END LOOP;
@@ -633,10 +636,10 @@ CREATE TRIGGER events_relay_to_parent AFTER INSERT ON helix.events
 -- transaction that ended it, once.
 CREATE FUNCTION helix.notice_companion_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO helix.companion_notices (session_id, child_session_id, run, name, status, output, error)
-    SELECT c.session_id, NEW.session_id, NEW.run, c.name, NEW.status, s.output, NEW.error
-      FROM helix.companions c JOIN helix.sessions s ON s.id = NEW.session_id
-     WHERE c.child_session_id = NEW.session_id AND c.mode = 'non-blocking'
+    INSERT INTO helix.companion_notices (session_num, child_session_num, run, name, status, output, error)
+    SELECT c.session_num, NEW.session_num, NEW.run, c.name, NEW.status, s.output, NEW.error
+      FROM helix.companions c JOIN helix.sessions s ON s.num = NEW.session_num
+     WHERE c.child_session_num = NEW.session_num AND c.mode = 'non-blocking'
     ON CONFLICT DO NOTHING;
     RETURN NULL;
 END;
@@ -647,7 +650,7 @@ CREATE TRIGGER companion_notice AFTER UPDATE OF status ON helix.runs
 
 -- ---------------------------------------------------------------------------------------
 -- What helix's triggers on DBOS's tables call. The triggers themselves are installed and
--- checked by helix_dbos/store/dbos_hooks.py, the one place that knows DBOS's tables.
+-- checked by helix_dbos/store/dbos_tables.py, the one place that knows DBOS's tables.
 -- ---------------------------------------------------------------------------------------
 
 -- After DBOS changes the status of the workflow that holds a helix run: CANCELLED ends the
@@ -657,7 +660,8 @@ CREATE FUNCTION helix.follow_dbos_status() RETURNS trigger LANGUAGE plpgsql AS $
 DECLARE
     r record;
 BEGIN
-    SELECT session_id, run INTO r FROM helix.runs WHERE workflow_id = NEW.workflow_uuid;
+    SELECT s.id AS session_id, u.run INTO r
+      FROM helix.runs u JOIN helix.sessions s ON s.num = u.session_num WHERE u.workflow_id = NEW.workflow_uuid;
     IF NOT FOUND THEN
         RETURN NULL;  -- not started yet, or a copy made by `dbos workflow fork` (it refuses to run)
     END IF;
@@ -688,7 +692,8 @@ DECLARE
 BEGIN
     m := regexp_match(NEW.workflow_uuid, '^helix:(.*):run:([0-9]+):(wait|step):[0-9]+$');
     IF m IS NOT NULL THEN
-        UPDATE helix.runs SET workflow_id = NEW.workflow_uuid WHERE session_id = m[1] AND run = m[2]::integer;
+        UPDATE helix.runs u SET workflow_id = NEW.workflow_uuid
+          FROM helix.sessions s WHERE s.id = m[1] AND u.session_num = s.num AND u.run = m[2]::integer;
     END IF;
     RETURN NULL;
 END;
