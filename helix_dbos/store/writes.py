@@ -35,6 +35,16 @@ def lock_session(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
     return dict(row) if row else None
 
 
+_INSERT_SESSION = (
+    "INSERT INTO helix.sessions (num, id, agent_name, root_session_num, parent_session_num, parent_tool_call_id)"
+    " SELECT n, :id, :agent, CASE WHEN CAST(:root AS text) = :id THEN n ELSE helix.session_num(:root) END,"
+    "  helix.session_num(:parent), :ptc"
+    " FROM nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n"
+)
+"""A new session row: it takes its number first, so a root session (``root`` is its own
+id) names itself as its root."""
+
+
 def insert_session(
     conn: sa.Connection,
     *,
@@ -52,16 +62,6 @@ def insert_session(
          "ptc": parent_tool_call_id},
     )
     _insert_initial_snapshot(conn, session_id, initial_state)
-
-
-_INSERT_SESSION = (
-    "INSERT INTO helix.sessions (num, id, agent_name, root_session_num, parent_session_num, parent_tool_call_id)"
-    " SELECT n, :id, :agent, CASE WHEN CAST(:root AS text) = :id THEN n ELSE helix.session_num(:root) END,"
-    "  helix.session_num(:parent), :ptc"
-    " FROM nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n"
-)
-"""A new session row: it takes its number first, so a root session (``root`` is its own
-id) names itself as its root."""
 
 
 def _insert_initial_snapshot(conn: sa.Connection, session_id: str, initial_state: dict[str, Any]) -> None:
