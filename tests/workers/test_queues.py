@@ -161,7 +161,7 @@ def test_a_queued_runs_approval_comes_from_another_process(url: str, procs: list
         run = enqueuer.enqueue("gated-agent", "publish it", session_id="gated-1", priority=3)
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
             deadline = time.monotonic() + 30
-            while conn.execute("SELECT count(*) FROM helix.pending_tool_calls WHERE session_num = helix.session_num('gated-1')").fetchone()[0] == 0:
+            while conn.execute("SELECT count(*) FROM helix.pending_tool_calls WHERE session_num = (SELECT num FROM helix.sessions WHERE id = 'gated-1')").fetchone()[0] == 0:
                 assert time.monotonic() < deadline, "the gated call never became pending"
                 time.sleep(0.05)
         env = {**os.environ, "HELIX_DATABASE_URL": url}
@@ -234,8 +234,9 @@ def until(query: str, args: tuple, want: Callable[[Any], bool], url: str, what: 
 
 def parked(url: str, sessions: list[str]) -> None:
     """Wait until each session's run has parked: its step's waiter holds it."""
-    until("SELECT count(*) FROM helix.runs r JOIN dbos.workflow_status w ON w.workflow_uuid = r.workflow_id"
-          " WHERE r.session_id = ANY(%s) AND w.name = 'helix_await_answers' AND w.status = 'PENDING'",
+    until("SELECT count(*) FROM helix.runs r JOIN helix.sessions s ON s.num = r.session_num"
+          " JOIN dbos.workflow_status w ON w.workflow_uuid = r.workflow_id"
+          " WHERE s.id = ANY(%s) AND w.name = 'helix_await_answers' AND w.status = 'PENDING'",
           (sessions,), lambda n: n == len(sessions), url, "parked runs")
 
 
@@ -333,7 +334,7 @@ def test_a_deadline_fires_while_the_run_holds_no_slot(url: str, procs: list[Proc
         run = enqueuer.enqueue("deadline-agent", "publish it", session_id="soon-1")
         parked(url, ["soon-1"])
         busy = enqueuer.enqueue("scale-agent", "busy", session_id="busy-1")
-        until("SELECT status FROM helix.pending_tool_calls WHERE session_num = helix.session_num('soon-1')", (),
+        until("SELECT status FROM helix.pending_tool_calls WHERE session_num = (SELECT num FROM helix.sessions WHERE id = 'soon-1')", (),
               lambda status: status == "timed_out", url, "the call timed out")
         with psycopg.connect(libpq_url(url)) as conn:
             working = conn.execute("SELECT count(*) FROM scaleout.intervals WHERE session_id = 'busy'"
