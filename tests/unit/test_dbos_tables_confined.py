@@ -12,7 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "helix_dbos"
 DOCUMENTED_MODULES = {"helix_dbos/store/dbos_tables.py"}
-DBOS_TABLE = re.compile(r'(?<![\w.])"?dbos"?\s*\.\s*"?([a-z][a-z_]*)')
+DBOS_TABLE = re.compile(r'(?<![\w.])(?<!import )(?<!from )"?dbos"?\."?([a-z][a-z_]*)')
+"""``dbos.<table>`` or ``"dbos"."<table>"``; not ``helix_dbos.x``, ``dbos._x``, ``dbos.DBOS`` or an import."""
 
 
 def dbos_tables_named(text: str) -> set[str]:
@@ -28,6 +29,7 @@ def test_the_regex_finds_what_it_should() -> None:
     assert dbos_tables_named('SELECT 1 FROM dbos.workflow_status, "dbos"."notifications"') == {
         "workflow_status", "notifications"}
     assert dbos_tables_named("from helix_dbos.store import reads; from dbos._utils import x; DBOS.launch()") == set()
+    assert dbos_tables_named("import dbos.cli\nfrom dbos.cli import app") == set()
 
 
 def test_no_module_outside_the_documented_ones_names_a_dbos_table() -> None:
