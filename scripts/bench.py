@@ -149,7 +149,7 @@ WITH s AS (SELECT num FROM helix.sessions WHERE id = %(s)s)
 SELECT (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.messages t, s WHERE session_num = s.num)
      + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.events t, s WHERE session_num = s.num)
      + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.state_patches t, s WHERE session_num = s.num)
-     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.state_snapshots t WHERE session_id = %(s)s)
+     + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM helix.state_snapshots t, s WHERE session_num = s.num)
      + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM dbos.operation_outputs t WHERE workflow_uuid = %(w)s)
 """
 

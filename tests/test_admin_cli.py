@@ -328,7 +328,7 @@ def test_cancel_then_resume_restarts_the_workflow_where_it_waited(executor: Any,
     assert rows(executor, "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = :w", w=waiter) == [
         {"status": "CANCELLED"}
     ]
-    run = rows(executor, "SELECT status, stop_reason, error FROM helix.runs WHERE session_id = :id", id=sid)
+    run = rows(executor, "SELECT status, stop_reason, error FROM helix.runs WHERE session_num = helix.session_num(:id)", id=sid)
     assert run == [{"status": "aborted", "stop_reason": "aborted", "error": "cancelled by an operator"}]
     assert run_cli(url, "pending", "--session", sid).stdout == "no pending tool calls\n"
     assert "cancelled with its run" in run_cli(url, "approve", sid, "r1", expect=1).stderr
@@ -343,7 +343,7 @@ def test_cancel_then_resume_restarts_the_workflow_where_it_waited(executor: Any,
     wait_for(lambda: status_of(executor, sid) == "completed", what="the resumed run to complete")
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     assert refunds == [40]
-    assert rows(executor, "SELECT status, end_step FROM helix.runs WHERE session_id = :id", id=sid) == [
+    assert rows(executor, "SELECT status, end_step FROM helix.runs WHERE session_num = helix.session_num(:id)", id=sid) == [
         {"status": "completed", "end_step": 4}
     ]
     types = [e["type"] for e in rows(executor, "SELECT type FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :id) ORDER BY seq", id=sid)]

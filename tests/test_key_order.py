@@ -20,7 +20,8 @@ def test_a_recorded_outcome_keeps_its_key_order(migrated_url: str):
     engine = create_engine(migrated_url)
     try:
         with engine.begin() as conn:
-            conn.execute(sa.text("INSERT INTO helix.sessions (id, agent_name, root_session_id) VALUES ('s', 'a', 's')"))
+            conn.execute(sa.text("INSERT INTO helix.sessions (num, id, agent_name, root_session_num)"
+                                 " SELECT n, 's', 'a', n FROM nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n"))
             record_tool_outcome(conn, RecordedOutcome(session_id="s", step=1, tool_call_id="c1", run=1, tool_name="t",
                                                       call_digest="d", outcome=UNSORTED))
         with engine.connect() as conn:

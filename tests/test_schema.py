@@ -1,5 +1,5 @@
 """The helix schema: one baseline migration, plain tables, and on DBOS's tables only the
-documented triggers (``helix_dbos/store/dbos_hooks.py``).
+documented triggers (``helix_dbos/store/dbos_tables.py``).
 
 ``migrate`` on an empty database creates the baseline in one step; the schema has no view
 and no INSTEAD OF trigger; every trigger on a ``dbos.*`` table that is not DBOS's own is
@@ -20,7 +20,7 @@ import pytest
 
 from helix_dbos.database import libpq_url
 from helix_dbos.errors import DatabaseError, SchemaOutdatedError
-from helix_dbos.store import dbos_hooks
+from helix_dbos.store import dbos_tables
 from helix_dbos.store.migrations import Migration, check_schema, load_migrations, migrate
 
 TABLES = {
@@ -57,6 +57,29 @@ def test_the_schema_keeps_no_view_and_no_instead_of_trigger(database_url: str) -
     assert instead == []
 
 
+def test_every_table_names_a_session_by_its_number(database_url: str) -> None:
+    """One key per session: a ``*session_num`` column (bigint) that references
+    ``helix.sessions.num``; the text id is in ``helix.sessions.id`` alone."""
+    columns = fetch(database_url, "SELECT table_name, column_name, data_type FROM information_schema.columns"
+                                  " WHERE table_schema = 'helix' AND column_name LIKE '%%session%%'")
+    assert [c for c in columns if not c[1].endswith("session_num")] == []
+    assert {c[2] for c in columns} == {"bigint"}
+    by_table = {(t, c) for t, c, _ in columns}
+    assert {t for t, _ in by_table} == TABLES - {"schema_version", "workers"}
+    references = fetch(
+        database_url,
+        "SELECT c.conrelid::regclass::text, a.attname, c.confrelid::regclass::text, f.attname"
+        " FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace"
+        " CROSS JOIN LATERAL unnest(c.conkey, c.confkey) AS k(col, fcol)"
+        " JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.col"
+        " JOIN pg_attribute f ON f.attrelid = c.confrelid AND f.attnum = k.fcol"
+        " WHERE n.nspname = 'helix' AND c.contype = 'f' AND c.confrelid = 'helix.sessions'::regclass",
+    )
+    assert references and {(ref, key) for _, _, ref, key in references} == {("helix.sessions", "num")}
+    unreferenced = {(f"helix.{t}", c) for t, c in by_table} - {(t, c) for t, c, _, _ in references}
+    assert unreferenced == {("helix.tool_call_answers", "session_num")}  # it references its pending call
+
+
 def test_the_only_helix_triggers_on_dbos_tables_are_the_documented_ones(database_url: str) -> None:
     found = fetch(
         database_url,
@@ -66,9 +89,9 @@ def test_the_only_helix_triggers_on_dbos_tables_are_the_documented_ones(database
         " WHERE n.nspname = 'dbos' AND NOT t.tgisinternal AND pn.nspname = 'helix'",
     )
     assert set(found) == DOCUMENTED_HOOKS
-    assert {name for _, name in DOCUMENTED_HOOKS} == set(dbos_hooks.HOOKS)
-    for name in dbos_hooks.HOOKS:
-        assert f"``{name}``" in (dbos_hooks.__doc__ or ""), f"{name} is not on the module's list"
+    assert {name for _, name in DOCUMENTED_HOOKS} == set(dbos_tables.HOOKS)
+    for name in dbos_tables.HOOKS:
+        assert f"``{name}``" in (dbos_tables.__doc__ or ""), f"{name} is not on the module's list"
 
 
 def test_check_schema_names_a_missing_hook_and_migrate_puts_it_back(make_database: Callable[[], str]) -> None:

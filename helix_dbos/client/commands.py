@@ -432,7 +432,7 @@ def resume_workflow(engine: sa.Engine, workflows: Workflows, session_id: str) ->
     """Restart the workflow of the session's latest run where it stopped, when DBOS
     cancelled it or it ended in an error. The run becomes active again (or waits again for
     its pending calls): DBOS's status change does that, through helix's trigger
-    (``store/dbos_hooks.py``), exactly as when ``dbos workflow resume`` does it."""
+    (``store/dbos_tables.py``), exactly as when ``dbos workflow resume`` does it."""
     row, workflow_id = _latest_run(engine, session_id)
     workflow_status = workflows.status(workflow_id) if workflow_id else None
     if workflow_id is None or workflow_status not in RESUMABLE_WORKFLOW_STATUSES:

@@ -126,7 +126,7 @@ async def status(request: Request) -> Response:
         with executor.engine.connect() as conn:
             session = reads.get_session_row(conn, query.session_id)
             if session is None:
-                _require_started(conn, query.session_id)
+                _require_started(query.session_id)
                 return {"id": query.session_id, "status": STARTING, "current_run": None, "pending": []}
             runs = reads.list_runs(conn, query.session_id)
             pending = reads.list_pending(conn, query.session_id)
@@ -214,8 +214,8 @@ async def require_known(live: LiveStreams, session_id: str) -> None:
             raise SessionNotFoundError(f"no session {session_id!r}")
 
 
-def _require_started(conn: Any, session_id: str) -> None:
-    if not reads.workflow_exists(conn, run_workflow_id(session_id, 1)):
+def _require_started(session_id: str) -> None:
+    if DBOS.get_workflow_status(run_workflow_id(session_id, 1)) is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
 
 

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from helix_dbos.store.reads import session_num
 from helix_dbos.store.records import CompanionRecord, CompanionNotice
 
 
 _COMPANIONS = (
-    "SELECT c.name, c.agent_type, c.mode, c.child_session_id, s.status, s.run_count, s.output, s.error"
-    " FROM helix.companions c JOIN helix.sessions s ON s.id = c.child_session_id"
+    "SELECT c.name, c.agent_type, c.mode, s.id AS child_session_id, s.status, s.run_count, s.output, s.error"
+    " FROM helix.companions c JOIN helix.sessions s ON s.num = c.child_session_num"
 )
+_OF_PARENT = f"c.session_num = {session_num('p')}"
 
 
 def find(conn: sa.Connection, parent_session_id: str, name: str) -> CompanionRecord | None:
     """The parent's companion named ``name``, with its session's status (locked FOR UPDATE)."""
     row = conn.execute(
-        sa.text(f"{_COMPANIONS} WHERE c.session_id = :p AND c.name = :n FOR UPDATE OF s"),
+        sa.text(f"{_COMPANIONS} WHERE {_OF_PARENT} AND c.name = :n FOR UPDATE OF s"),
         {"p": parent_session_id, "n": name},
     ).mappings().first()
     return CompanionRecord.model_validate(dict(row)) if row else None
@@ -25,7 +27,7 @@ def find(conn: sa.Connection, parent_session_id: str, name: str) -> CompanionRec
 def list_for(conn: sa.Connection, parent_session_id: str) -> list[CompanionRecord]:
     """The parent's companions, oldest first."""
     rows = conn.execute(
-        sa.text(f"{_COMPANIONS} WHERE c.session_id = :p ORDER BY c.created_at, c.name"),
+        sa.text(f"{_COMPANIONS} WHERE {_OF_PARENT} ORDER BY c.created_at, c.name"),
         {"p": parent_session_id},
     ).mappings()
     return [CompanionRecord.model_validate(dict(r)) for r in rows]
@@ -34,7 +36,7 @@ def list_for(conn: sa.Connection, parent_session_id: str) -> list[CompanionRecor
 def count_of_type(conn: sa.Connection, parent_session_id: str, agent_type: str) -> int:
     return int(
         conn.execute(
-            sa.text("SELECT count(*) FROM helix.companions WHERE session_id = :p AND agent_type = :t"),
+            sa.text(f"SELECT count(*) FROM helix.companions c WHERE {_OF_PARENT} AND c.agent_type = :t"),
             {"p": parent_session_id, "t": agent_type},
         ).scalar_one()
     )
@@ -43,8 +45,8 @@ def count_of_type(conn: sa.Connection, parent_session_id: str, agent_type: str) 
 def insert(conn: sa.Connection, parent_session_id: str, name: str, agent_type: str, mode: str, child: str) -> None:
     conn.execute(
         sa.text(
-            "INSERT INTO helix.companions (session_id, name, agent_type, mode, child_session_id)"
-            " VALUES (:p, :n, :t, :m, :c)"
+            "INSERT INTO helix.companions (session_num, name, agent_type, mode, child_session_num)"
+            f" VALUES ({session_num('p')}, :n, :t, :m, {session_num('c')})"
         ),
         {"p": parent_session_id, "n": name, "t": agent_type, "m": mode, "c": child},
     )
@@ -55,10 +57,11 @@ def take_notices(conn: sa.Connection, parent_session_id: str, run: int, step: in
     delivered at a step that was not committed; marked as delivered at this step."""
     rows = conn.execute(
         sa.text(
-            "UPDATE helix.companion_notices SET delivered_run = :run, delivered_step = :step"
-            " WHERE session_id = :p AND (delivered_step IS NULL"
-            "  OR delivered_step > (SELECT step_count FROM helix.sessions WHERE id = :p))"
-            " RETURNING name, child_session_id, run, status, output, error, created_at"
+            "UPDATE helix.companion_notices n SET delivered_run = :run, delivered_step = :step"
+            " FROM helix.sessions p, helix.sessions c"
+            " WHERE p.id = :p AND n.session_num = p.num AND c.num = n.child_session_num"
+            "  AND (n.delivered_step IS NULL OR n.delivered_step > p.step_count)"
+            " RETURNING n.name, c.id AS child_session_id, n.run, n.status, n.output, n.error, n.created_at"
         ),
         {"p": parent_session_id, "run": run, "step": step},
     ).mappings()
@@ -71,7 +74,7 @@ def mark_delivered(conn: sa.Connection, child_session_id: str, child_run: int, r
     conn.execute(
         sa.text(
             "UPDATE helix.companion_notices SET delivered_run = :run, delivered_step = :step"
-            " WHERE child_session_id = :c AND run = :r"
+            f" WHERE child_session_num = {session_num('c')} AND run = :r"
         ),
         {"c": child_session_id, "r": child_run, "run": run, "step": step},
     )

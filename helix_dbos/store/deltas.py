@@ -47,13 +47,13 @@ def listen_statement(session_id: str) -> sql.Composed:
 
 
 _ANCESTORS = """
-WITH RECURSIVE up(id, depth) AS (
-    SELECT parent_session_id, 1 FROM helix.sessions WHERE id = %s AND parent_session_id IS NOT NULL
+WITH RECURSIVE up(num, depth) AS (
+    SELECT parent_session_num, 1 FROM helix.sessions WHERE id = %s AND parent_session_num IS NOT NULL
     UNION ALL
-    SELECT s.parent_session_id, up.depth + 1 FROM helix.sessions s JOIN up ON s.id = up.id
-     WHERE s.parent_session_id IS NOT NULL AND up.depth < 100
+    SELECT s.parent_session_num, up.depth + 1 FROM helix.sessions s JOIN up ON s.num = up.num
+     WHERE s.parent_session_num IS NOT NULL AND up.depth < 100
 )
-SELECT id FROM up ORDER BY depth
+SELECT s.id FROM up JOIN helix.sessions s ON s.num = up.num ORDER BY up.depth
 """
 _NOTIFY_ALL = "SELECT pg_notify(channel, %s) FROM unnest(%s::text[]) AS channel"
 _KNOWN_SESSIONS = 10_000

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from helix_dbos.store import workers
+from helix_dbos.store import dbos_tables, workers
 
 
 @dataclass(frozen=True)
@@ -51,13 +51,7 @@ def read_fleet(conn: psycopg.Connection) -> Fleet:
               FROM helix.pending_tool_calls WHERE status = 'pending' GROUP BY 1
             """
         ).fetchall()
-        queues = conn.execute(
-            """
-            SELECT queue_name, status, count(*) FROM dbos.workflow_status
-             WHERE queue_name IS NOT NULL AND status IN ('ENQUEUED', 'PENDING')
-             GROUP BY 1, 2
-            """
-        ).fetchall()
+        queues = conn.execute(dbos_tables.QUEUED_WORKFLOWS).fetchall()
         leases = workers.list_workers(conn)
     statuses: dict[str, int] = {}
     for lease in leases:

@@ -7,7 +7,7 @@ indexes, a function replaced), so a worker of the previous release keeps working
 deploy rolls. A file that may have run is never edited.
 
 :func:`migrate` runs DBOS's own migrations first, then, in ONE transaction, every helix
-file not yet recorded and helix's triggers on DBOS's tables (:mod:`dbos_hooks`). It
+file not yet recorded and helix's triggers on DBOS's tables (:mod:`dbos_tables`). It
 refuses a DBOS schema this release was not tested with. Applying twice is a no-op, and
 two processes migrating at once serialize on a Postgres advisory lock::
 
@@ -25,7 +25,7 @@ import psycopg
 
 from helix_dbos.database import libpq_url, redact
 from helix_dbos.errors import DatabaseError, SchemaOutdatedError
-from helix_dbos.store import dbos_hooks
+from helix_dbos.store import dbos_tables
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "sql"
 MIGRATION_LOCK_KEY = 7_346_117_201  # any fixed bigint; names the helix migration lock
@@ -72,11 +72,11 @@ def migrate(database_url: str, migrations: list[Migration] | None = None) -> Mig
             conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
             try:
                 with conn.transaction():
-                    dbos_hooks.require_tested_dbos(conn)
-                    conn.execute(dbos_hooks.LOCK_HOOKED_TABLES)
+                    dbos_tables.require_tested_dbos(conn)
+                    conn.execute(dbos_tables.LOCK_HOOKED_TABLES)
                     _create_bookkeeping(conn)
                     applied = _apply_pending(conn, migrations)
-                    dbos_hooks.install(conn)
+                    dbos_tables.install(conn)
                 return Migrated(applied)
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
@@ -116,9 +116,9 @@ def check_schema(database_url: str) -> None:
     try:
         applied = set(applied_versions(database_url))
         with psycopg.connect(libpq_url(database_url)) as conn:
-            missing_hooks = dbos_hooks.missing_hooks(conn) if applied else []
+            missing_hooks = dbos_tables.missing_hooks(conn) if applied else []
             if applied:
-                dbos_hooks.require_tested_dbos(conn)
+                dbos_tables.require_tested_dbos(conn)
     except psycopg.Error as exc:
         first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
         raise DatabaseError(f"cannot read the helix schema of {redact(database_url)}: {first}") from None

@@ -15,6 +15,7 @@ from typing import Any
 import jsonpatch
 import sqlalchemy as sa
 
+from helix_dbos.store import dbos_tables
 from helix_dbos.store.records import (
     AnswerRecord,
     EventRecord,
@@ -27,23 +28,27 @@ from helix_dbos.store.records import (
 )
 from helix_dbos.types import Message, MessageAdapter
 
-_SESSION_COLUMNS = (
-    "id, agent_name, status, step_count, run_count, message_count, event_seq, output, error,"
-    " stop_reason, interrupt_requested, parent_session_id, parent_tool_call_id, root_session_id,"
-    " created_at, updated_at"
+_SESSION_ROWS = (
+    "SELECT s.id, s.agent_name, s.status, s.step_count, s.run_count, s.message_count, s.event_seq, s.output,"
+    " s.error, s.stop_reason, s.interrupt_requested, p.id AS parent_session_id, s.parent_tool_call_id,"
+    " r.id AS root_session_id, s.created_at, s.updated_at"
+    " FROM helix.sessions s JOIN helix.sessions r ON r.num = s.root_session_num"
+    " LEFT JOIN helix.sessions p ON p.num = s.parent_session_num"
 )
+"""Session rows as :class:`SessionRecord` reads them: the parent's and the root's ids by
+their numbers."""
 
 
 def session_num(param: str = "id") -> str:
-    """SQL for the number of session ``:param``, by which the tables every step writes
-    (``helix.events``, ``helix.messages``, ``helix.state_patches``) name their sessions."""
+    """SQL for the number of session ``:param`` (NULL when there is none), by which every
+    helix table names a session."""
     return f"(SELECT num FROM helix.sessions WHERE id = :{param})"
 
 
 _SESSION_NUM = f"session_num = {session_num()}"
 
 
-SESSION_ROW = sa.text(f"SELECT {_SESSION_COLUMNS} FROM helix.sessions WHERE id = :id")
+SESSION_ROW = sa.text(f"{_SESSION_ROWS} WHERE s.id = :id")
 
 
 def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | None:
@@ -54,9 +59,9 @@ def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | Non
 
 def list_sessions(conn: sa.Connection, limit: int = 50, status: str | None = None) -> list[SessionRecord]:
     """Most recently updated sessions first."""
-    where = "WHERE status = :status" if status else ""
+    where = "WHERE s.status = :status" if status else ""
     rows = conn.execute(
-        sa.text(f"SELECT {_SESSION_COLUMNS} FROM helix.sessions {where} ORDER BY updated_at DESC LIMIT :limit"),
+        sa.text(f"{_SESSION_ROWS} {where} ORDER BY s.updated_at DESC LIMIT :limit"),
         {"status": status, "limit": limit},
     ).mappings()
     return [SessionRecord.model_validate(dict(r)) for r in rows]
@@ -65,14 +70,14 @@ def list_sessions(conn: sa.Connection, limit: int = 50, status: str | None = Non
 def list_descendant_sessions(conn: sa.Connection, session_id: str) -> list[SessionRecord]:
     """Every session started below ``session_id`` by sub-agent calls, depth first (each
     parent before its children, siblings in the order they were created)."""
-    cols = ", ".join(f"s.{c.strip()}" for c in _SESSION_COLUMNS.split(","))
     rows = conn.execute(
         sa.text(
-            "WITH RECURSIVE tree(id, path) AS ("
-            "  SELECT id, ARRAY[created_at::text, id] FROM helix.sessions WHERE parent_session_id = :id"
-            "  UNION ALL SELECT s.id, t.path || ARRAY[s.created_at::text, s.id]"
-            "  FROM helix.sessions s JOIN tree t ON s.parent_session_id = t.id)"
-            f" SELECT {cols} FROM tree JOIN helix.sessions s ON s.id = tree.id ORDER BY tree.path"
+            "WITH RECURSIVE tree(num, path) AS ("
+            "  SELECT num, ARRAY[created_at::text, id] FROM helix.sessions"
+            f"  WHERE parent_session_num = {session_num()}"
+            "  UNION ALL SELECT s.num, t.path || ARRAY[s.created_at::text, s.id]"
+            "  FROM helix.sessions s JOIN tree t ON s.parent_session_num = t.num)"
+            f" {_SESSION_ROWS} JOIN tree ON tree.num = s.num ORDER BY tree.path"
         ),
         {"id": session_id},
     ).mappings()
@@ -83,11 +88,11 @@ def active_tree(conn: sa.Connection, session_id: str) -> list[str]:
     """The session and its descendant sub-agent sessions that are running, parents first."""
     rows = conn.execute(
         sa.text(
-            "WITH RECURSIVE tree(id, depth) AS ("
-            "  SELECT id, 0 FROM helix.sessions WHERE id = :id"
-            "  UNION ALL SELECT s.id, t.depth + 1 FROM helix.sessions s JOIN tree t ON s.parent_session_id = t.id)"
-            " SELECT t.id FROM tree t JOIN helix.sessions s ON s.id = t.id"
-            " WHERE s.status IN ('active', 'awaiting_approval', 'awaiting_client_tool') ORDER BY t.depth, t.id"
+            "WITH RECURSIVE tree(num, id, depth) AS ("
+            "  SELECT num, id, 0 FROM helix.sessions WHERE id = :id"
+            "  UNION ALL SELECT s.num, s.id, t.depth + 1 FROM helix.sessions s JOIN tree t ON s.parent_session_num = t.num)"
+            " SELECT t.id FROM tree t JOIN helix.sessions s ON s.num = t.num"
+            " WHERE s.status = ANY (helix.active_statuses()) ORDER BY t.depth, t.id"
         ),
         {"id": session_id},
     )
@@ -125,7 +130,7 @@ def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None)
     0), then what its post-commit hooks wrote (part 1)."""
     snap = conn.execute(
         sa.text(
-            "SELECT step, state FROM helix.state_snapshots WHERE session_id = :id"
+            f"SELECT step, state FROM helix.state_snapshots WHERE {_SESSION_NUM}"
             " AND (CAST(:at AS integer) IS NULL OR step <= :at) ORDER BY step DESC LIMIT 1"
         ),
         {"id": session_id, "at": at_step},
@@ -147,25 +152,29 @@ def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None)
 
 def list_runs(conn: sa.Connection, session_id: str) -> list[RunRecord]:
     """The session's runs, each with its DBOS workflow's status, executor and version."""
-    if dbos_schema_exists(conn):
-        sql = (
-            "SELECT r.*, w.status AS workflow_status, w.executor_id, w.application_version, w.application_name,"
-            " (SELECT version_name FROM dbos.application_versions v WHERE v.application_name = w.application_name"
-            "   ORDER BY version_timestamp DESC LIMIT 1) AS latest_version"
-            " FROM helix.runs r LEFT JOIN dbos.workflow_status w ON w.workflow_uuid = r.workflow_id"
-            " WHERE r.session_id = :id ORDER BY r.run"
-        )
-    else:
-        sql = "SELECT * FROM helix.runs WHERE session_id = :id ORDER BY run"
-    rows = conn.execute(sa.text(sql), {"id": session_id}).mappings()
-    return [RunRecord.model_validate(dict(r)) for r in rows]
+    rows = [
+        dict(r)
+        for r in conn.execute(
+            sa.text(
+                "SELECT CAST(:id AS text) AS session_id, run, workflow_id, kind, status, start_step, end_step,"
+                f" start_seq, stop_reason, error, started_at, ended_at FROM helix.runs WHERE {_SESSION_NUM}"
+                " ORDER BY run"
+            ),
+            {"id": session_id},
+        ).mappings()
+    ]
+    if rows and dbos_schema_exists(conn):
+        ids = [r["workflow_id"] for r in rows]
+        found = {w["workflow_id"]: w for w in conn.execute(sa.text(dbos_tables.RUN_WORKFLOWS), {"ids": ids}).mappings()}
+        rows = [{**found.get(r["workflow_id"], {}), **r} for r in rows]
+    return [RunRecord.model_validate(r) for r in rows]
 
 
 def run_workflow(conn: sa.Connection, session_id: str, run: int) -> str | None:
     """The DBOS workflow that holds run ``run`` of a session now: the run's own, or, once
     it parked, its waiter or its continuation; None for no such run."""
     return conn.execute(
-        sa.text("SELECT workflow_id FROM helix.runs WHERE session_id = :id AND run = :run"),
+        sa.text(f"SELECT workflow_id FROM helix.runs WHERE {_SESSION_NUM} AND run = :run"),
         {"id": session_id, "run": run},
     ).scalar_one_or_none()
 
@@ -173,7 +182,7 @@ def run_workflow(conn: sa.Connection, session_id: str, run: int) -> str | None:
 def workflow_exists(conn: sa.Connection, workflow_id: str) -> bool:
     """Whether DBOS's system tables in this database know the workflow."""
     return dbos_schema_exists(conn) and conn.execute(
-        sa.text("SELECT EXISTS (SELECT 1 FROM dbos.workflow_status WHERE workflow_uuid = :w)"), {"w": workflow_id}
+        sa.text(f"SELECT {dbos_tables.WORKFLOW_EXISTS.format(workflow_id=':w')}"), {"w": workflow_id}
     ).scalar_one()
 
 
@@ -182,14 +191,14 @@ def workflow_placement(conn: sa.Connection, workflow_id: str) -> WorkflowPlaceme
     if not dbos_schema_exists(conn):
         return None
     row = conn.execute(
-        sa.text("SELECT queue_name FROM dbos.workflow_status WHERE workflow_uuid = :w"), {"w": workflow_id}
+        sa.text(dbos_tables.WORKFLOW_QUEUE), {"w": workflow_id}
     ).first()
     return None if row is None else WorkflowPlacement(queue=row.queue_name)
 
 
 def dbos_schema_exists(conn: sa.Connection) -> bool:
     """Whether DBOS's system tables are in this database (DBOS was launched on it)."""
-    return conn.execute(sa.text("SELECT to_regclass('dbos.workflow_status') IS NOT NULL")).scalar_one()
+    return conn.execute(sa.text(dbos_tables.DBOS_SCHEMA_EXISTS)).scalar_one()
 
 
 def transcript(conn: sa.Connection, session_id: str) -> list[TranscriptEntry]:
@@ -205,8 +214,8 @@ def answers(conn: sa.Connection, session_id: str) -> list[AnswerRecord]:
     """The audit rows of the session's answered calls, oldest first."""
     rows = conn.execute(
         sa.text(
-            "SELECT session_id, tool_call_id, kind, approved, reason, answered_by, answer, answered_at"
-            " FROM helix.tool_call_answers WHERE session_id = :id ORDER BY answered_at, tool_call_id"
+            "SELECT CAST(:id AS text) AS session_id, tool_call_id, kind, approved, reason, answered_by, answer,"
+            f" answered_at FROM helix.tool_call_answers WHERE {_SESSION_NUM} ORDER BY answered_at, tool_call_id"
         ),
         {"id": session_id},
     ).mappings()
@@ -222,18 +231,28 @@ def forked_from(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
     return {"session_id": data["source_session_id"], "step": data["from_step"]} if data else None
 
 
+_PENDING_ROWS = (
+    "SELECT s.id AS session_id, pc.tool_call_id, r.id AS root_session_id, pc.workflow_id, pc.run, pc.step,"
+    " pc.tool_name, pc.kind, pc.input, pc.output_schema, pc.status, pc.requested_at, pc.deadline"
+    " FROM helix.pending_tool_calls pc JOIN helix.sessions s ON s.num = pc.session_num"
+    " JOIN helix.sessions r ON r.num = pc.root_session_num"
+)
+"""Pending calls as :class:`PendingToolCall` reads them: the session's and the root's ids by
+their numbers."""
+
+
 def list_pending(
     conn: sa.Connection, session_id: str | None = None, include_descendants: bool = True
 ) -> list[PendingToolCall]:
     """Open pending tool calls (waiting, and before their deadline): all, or of one
     session (and, by default, its sub-agents)."""
-    where = "status = 'pending' AND (deadline IS NULL OR deadline > now())"
+    where = "pc.status = 'pending' AND (pc.deadline IS NULL OR pc.deadline > now())"
     if session_id is not None and include_descendants:
-        where += " AND (session_id = :id OR root_session_id = :id)"
+        where += f" AND {session_num()} IN (pc.session_num, pc.root_session_num)"
     elif session_id is not None:
-        where += " AND session_id = :id"
+        where += f" AND pc.session_num = {session_num()}"
     rows = conn.execute(
-        sa.text(f"SELECT * FROM helix.pending_tool_calls WHERE {where} ORDER BY requested_at, tool_call_id"),
+        sa.text(f"{_PENDING_ROWS} WHERE {where} ORDER BY pc.requested_at, pc.tool_call_id"),
         {"id": session_id},
     ).mappings()
     return [PendingToolCall.model_validate(dict(r)) for r in rows]
@@ -241,7 +260,7 @@ def list_pending(
 
 def get_pending_call(conn: sa.Connection, session_id: str, tool_call_id: str) -> PendingToolCall | None:
     row = conn.execute(
-        sa.text("SELECT * FROM helix.pending_tool_calls WHERE session_id = :s AND tool_call_id = :t"),
+        sa.text(f"{_PENDING_ROWS} WHERE pc.session_num = {session_num('s')} AND pc.tool_call_id = :t"),
         {"s": session_id, "t": tool_call_id},
     ).mappings().first()
     return PendingToolCall.model_validate(dict(row)) if row else None
@@ -250,7 +269,7 @@ def get_pending_call(conn: sa.Connection, session_id: str, tool_call_id: str) ->
 def find_pending_under_root(conn: sa.Connection, root_session_id: str, tool_call_id: str) -> PendingToolCall | None:
     """The call ``tool_call_id`` of a sub-agent session under ``root_session_id`` (one at most)."""
     rows = conn.execute(
-        sa.text("SELECT * FROM helix.pending_tool_calls WHERE root_session_id = :r AND tool_call_id = :t"),
+        sa.text(f"{_PENDING_ROWS} WHERE pc.root_session_num = {session_num('r')} AND pc.tool_call_id = :t"),
         {"r": root_session_id, "t": tool_call_id},
     ).mappings().all()
     return PendingToolCall.model_validate(dict(rows[0])) if len(rows) == 1 else None
@@ -309,7 +328,7 @@ def recorded_tool_outcome(
     return conn.execute(
         sa.text(
             "SELECT outcome FROM helix.tool_outcomes"
-            " WHERE session_id = :s AND step = :n AND tool_call_id = :c AND call_digest = :d"
+            f" WHERE session_num = {session_num('s')} AND step = :n AND tool_call_id = :c AND call_digest = :d"
         ),
         {"s": session_id, "n": step, "c": tool_call_id, "d": call_digest},
     ).scalar_one_or_none()

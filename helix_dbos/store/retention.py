@@ -19,16 +19,17 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from pydantic import BaseModel, model_validator
 
+from helix_dbos.store import dbos_tables
+
 FINISHED_STATUSES = ("completed", "failed", "aborted")
 """Statuses of a session that is done; an ``interrupted`` one waits to be resumed and stays."""
 
 _TABLES = (
-    "tool_call_answers", "pending_tool_calls", "tool_outcomes", "state_snapshots", "runs", "companion_notices",
-    "companions",
+    "events", "messages", "state_patches", "tool_call_answers", "pending_tool_calls", "tool_outcomes",
+    "state_snapshots", "runs", "companion_notices", "companions",
 )
-"""Every helix table with a ``session_id``, in an order that keeps foreign keys valid."""
-_NUMBERED_TABLES = ("events", "messages", "state_patches")
-"""The tables that name their sessions by number."""
+"""Every helix table that names a session (``session_num``), in an order that keeps foreign
+keys valid."""
 
 
 class Cutoff(BaseModel):
@@ -44,22 +45,25 @@ class Cutoff(BaseModel):
         return self
 
 
+_ROOTS = "SELECT num FROM helix.sessions WHERE id = ANY (:roots)"
+"""The numbers of the root sessions ``:roots`` (ids)."""
+
 _FINISHED_TREES = sa.text("""
 WITH cutoff AS (SELECT COALESCE(CAST(:at AS timestamptz), now() - make_interval(secs => :age)) AS t)
 SELECT r.id FROM helix.sessions r, cutoff
- WHERE r.parent_session_id IS NULL
+ WHERE r.parent_session_num IS NULL
    AND NOT EXISTS (
        SELECT 1 FROM helix.sessions s
-        WHERE s.root_session_id = r.id
+        WHERE s.root_session_num = r.num
           AND (s.status <> ALL (:finished) OR s.updated_at >= cutoff.t
                OR EXISTS (SELECT 1 FROM helix.pending_tool_calls p
-                           WHERE p.session_id = s.id AND p.status = 'pending')
-               OR EXISTS (SELECT 1 FROM helix.runs u JOIN dbos.workflow_status w ON w.workflow_uuid = u.workflow_id
-                           WHERE u.session_id = s.id AND w.status IN ('PENDING', 'ENQUEUED'))))
+                           WHERE p.session_num = s.num AND p.status = 'pending')
+               OR EXISTS (SELECT 1 FROM helix.runs u
+                           WHERE u.session_num = s.num AND {running})))
  ORDER BY r.updated_at, r.id
  LIMIT :limit
  FOR UPDATE OF r SKIP LOCKED
-""")
+""".format(running=dbos_tables.WORKFLOW_RUNNING.format(workflow_id="u.workflow_id")))
 
 
 def finished_trees(conn: sa.Connection, cutoff: Cutoff, limit: int | None) -> list[str]:
@@ -75,7 +79,7 @@ def tree_sizes(conn: sa.Connection, roots: list[str]) -> int:
     """How many sessions the trees of ``roots`` hold."""
     return int(
         conn.execute(
-            sa.text("SELECT count(*) FROM helix.sessions WHERE root_session_id = ANY (:roots)"), {"roots": roots}
+            sa.text(f"SELECT count(*) FROM helix.sessions WHERE root_session_num IN ({_ROOTS})"), {"roots": roots}
         ).scalar_one()
     )
 
@@ -85,12 +89,12 @@ def tree_workflow_ids(conn: sa.Connection, roots: list[str]) -> list[str]:
     run's own, and the waiter and continuation of each step at which it parked."""
     rows = conn.execute(
         sa.text(
-            "WITH tree AS (SELECT id FROM helix.sessions WHERE root_session_id = ANY (:roots)),"
-            " parked AS (SELECT DISTINCT p.session_id, p.run, p.step, p.workflow_id FROM helix.pending_tool_calls p"
-            "             WHERE p.session_id IN (SELECT id FROM tree))"
-            " SELECT 'helix:' || u.session_id || ':run:' || u.run FROM helix.runs u WHERE u.session_id IN (SELECT id FROM tree)"
+            f"WITH tree AS (SELECT num, id FROM helix.sessions WHERE root_session_num IN ({_ROOTS})),"
+            " parked AS (SELECT DISTINCT t.id, p.run, p.step, p.workflow_id"
+            "             FROM helix.pending_tool_calls p JOIN tree t ON t.num = p.session_num)"
+            " SELECT 'helix:' || t.id || ':run:' || u.run FROM helix.runs u JOIN tree t ON t.num = u.session_num"
             " UNION SELECT workflow_id FROM parked"
-            " UNION SELECT 'helix:' || session_id || ':run:' || run || ':step:' || step FROM parked"
+            " UNION SELECT 'helix:' || id || ':run:' || run || ':step:' || step FROM parked"
             " ORDER BY 1"
         ),
         {"roots": roots},
@@ -100,11 +104,10 @@ def tree_workflow_ids(conn: sa.Connection, roots: list[str]) -> list[str]:
 
 def delete_trees(conn: sa.Connection, roots: list[str]) -> int:
     """Delete every helix row of the trees of ``roots``; returns how many sessions went."""
-    tree = "SELECT id FROM helix.sessions WHERE root_session_id = ANY (:roots)"
-    numbers = "SELECT num FROM helix.sessions WHERE root_session_id = ANY (:roots)"
-    for table in _NUMBERED_TABLES:
-        conn.execute(sa.text(f"DELETE FROM helix.{table} WHERE session_num IN ({numbers})"), {"roots": roots})
+    tree = f"SELECT num FROM helix.sessions WHERE root_session_num IN ({_ROOTS})"
     for table in _TABLES:
-        conn.execute(sa.text(f"DELETE FROM helix.{table} WHERE session_id IN ({tree})"), {"roots": roots})
-    deleted = conn.execute(sa.text("DELETE FROM helix.sessions WHERE root_session_id = ANY (:roots)"), {"roots": roots})
+        conn.execute(sa.text(f"DELETE FROM helix.{table} WHERE session_num IN ({tree})"), {"roots": roots})
+    deleted = conn.execute(
+        sa.text(f"DELETE FROM helix.sessions WHERE root_session_num IN ({_ROOTS})"), {"roots": roots}
+    )
     return int(deleted.rowcount)

@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from helix_dbos.events import Event, StatePatchEvent
+from helix_dbos.store import dbos_tables
 from helix_dbos.store.engine import to_json
 from helix_dbos.store.reads import session_num
 from helix_dbos.store.records import (
@@ -24,12 +25,24 @@ def lock_session(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
     """Select the session row FOR UPDATE (None when absent)."""
     row = conn.execute(
         sa.text(
-            "SELECT id, agent_name, status, step_count, run_count, message_count, event_seq,"
-            " parent_session_id, parent_tool_call_id FROM helix.sessions WHERE id = :id FOR UPDATE"
+            "SELECT s.id, s.agent_name, s.status, s.step_count, s.run_count, s.message_count, s.event_seq,"
+            " p.id AS parent_session_id, s.parent_tool_call_id"
+            " FROM helix.sessions s LEFT JOIN helix.sessions p ON p.num = s.parent_session_num"
+            " WHERE s.id = :id FOR UPDATE OF s"
         ),
         {"id": session_id},
     ).mappings().first()
     return dict(row) if row else None
+
+
+_INSERT_SESSION = (
+    "INSERT INTO helix.sessions (num, id, agent_name, root_session_num, parent_session_num, parent_tool_call_id)"
+    " SELECT n, :id, :agent, CASE WHEN CAST(:root AS text) = :id THEN n ELSE helix.session_num(:root) END,"
+    "  helix.session_num(:parent), :ptc"
+    " FROM nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n"
+)
+"""A new session row: it takes its number first, so a root session (``root`` is its own
+id) names itself as its root."""
 
 
 def insert_session(
@@ -44,20 +57,19 @@ def insert_session(
 ) -> None:
     """Create an active session with its step-0 state snapshot."""
     conn.execute(
-        sa.text(
-            "INSERT INTO helix.sessions (id, agent_name, root_session_id, parent_session_id, parent_tool_call_id)"
-            " VALUES (:id, :agent, :root, :parent, :ptc)"
-        ),
-        {
-            "id": session_id,
-            "agent": agent_name,
-            "root": root_session_id,
-            "parent": parent_session_id,
-            "ptc": parent_tool_call_id,
-        },
+        sa.text(_INSERT_SESSION),
+        {"id": session_id, "agent": agent_name, "root": root_session_id, "parent": parent_session_id,
+         "ptc": parent_tool_call_id},
     )
+    _insert_initial_snapshot(conn, session_id, initial_state)
+
+
+def _insert_initial_snapshot(conn: sa.Connection, session_id: str, initial_state: dict[str, Any]) -> None:
     conn.execute(
-        sa.text("INSERT INTO helix.state_snapshots (session_id, step, state) VALUES (:id, 0, CAST(:s AS jsonb))"),
+        sa.text(
+            "INSERT INTO helix.state_snapshots (session_num, step, state)"
+            f" VALUES ({session_num('id')}, 0, CAST(:s AS jsonb))"
+        ),
         {"id": session_id, "s": to_json(initial_state)},
     )
 
@@ -79,22 +91,21 @@ def claim_child_session(
     queued before its row was written (``first_workflow_id`` exists)."""
     inserted = conn.execute(
         sa.text(
-            "INSERT INTO helix.sessions (id, agent_name, root_session_id, parent_session_id, parent_tool_call_id)"
-            " SELECT :id, :agent, :root, :parent, :ptc"
-            " WHERE NOT EXISTS (SELECT 1 FROM dbos.workflow_status WHERE workflow_uuid = :wf)"
+            f"{_INSERT_SESSION} WHERE NOT {dbos_tables.WORKFLOW_EXISTS.format(workflow_id=':wf')}"
             " ON CONFLICT (id) DO NOTHING RETURNING id"
         ),
         {"id": session_id, "agent": agent_name, "root": root_session_id, "parent": parent_session_id,
          "ptc": parent_tool_call_id, "wf": first_workflow_id},
     ).first()
     if inserted is not None:
-        conn.execute(
-            sa.text("INSERT INTO helix.state_snapshots (session_id, step, state) VALUES (:id, 0, CAST(:s AS jsonb))"),
-            {"id": session_id, "s": to_json(initial_state)},
-        )
+        _insert_initial_snapshot(conn, session_id, initial_state)
         return None
     owner = conn.execute(
-        sa.text("SELECT parent_session_id, parent_tool_call_id FROM helix.sessions WHERE id = :id"), {"id": session_id}
+        sa.text(
+            "SELECT p.id, s.parent_tool_call_id FROM helix.sessions s"
+            " LEFT JOIN helix.sessions p ON p.num = s.parent_session_num WHERE s.id = :id"
+        ),
+        {"id": session_id},
     ).first()
     if owner is not None and tuple(owner) == (parent_session_id, parent_tool_call_id):
         return None
@@ -135,8 +146,8 @@ def insert_run(
 ) -> None:
     conn.execute(
         sa.text(
-            "INSERT INTO helix.runs (session_id, run, workflow_id, kind, start_step, start_seq)"
-            " VALUES (:id, :run, :wf, :kind, :step, :seq)"
+            "INSERT INTO helix.runs (session_num, run, workflow_id, kind, start_step, start_seq)"
+            f" VALUES ({session_num('id')}, :run, :wf, :kind, :step, :seq)"
         ),
         {"id": session_id, "run": run, "wf": workflow_id, "kind": kind, "step": start_step, "seq": start_seq},
     )
@@ -192,7 +203,10 @@ def save_hook_state(conn: sa.Connection, save: HookStateSave) -> list[dict[str, 
     )
     if payload["snapshot"] is not None:
         conn.execute(
-            sa.text("UPDATE helix.state_snapshots SET state = CAST(:st AS jsonb) WHERE session_id = :s AND step = :n"),
+            sa.text(
+                "UPDATE helix.state_snapshots SET state = CAST(:st AS jsonb)"
+                f" WHERE session_num = {session_num('s')} AND step = :n"
+            ),
             {**params, "st": to_json(payload["snapshot"])},
         )
     conn.execute(
@@ -207,8 +221,9 @@ def record_tool_outcome(conn: sa.Connection, outcome: RecordedOutcome) -> None:
     of a call stays."""
     conn.execute(
         sa.text(
-            "INSERT INTO helix.tool_outcomes (session_id, step, tool_call_id, run, tool_name, call_digest, outcome)"
-            " VALUES (:session_id, :step, :tool_call_id, :run, :tool_name, :call_digest, CAST(:outcome AS json))"
+            "INSERT INTO helix.tool_outcomes (session_num, step, tool_call_id, run, tool_name, call_digest, outcome)"
+            f" VALUES ({session_num('session_id')}, :step, :tool_call_id, :run, :tool_name, :call_digest,"
+            " CAST(:outcome AS json))"
             " ON CONFLICT DO NOTHING"
         ),
         {**outcome.model_dump(exclude={"outcome"}), "outcome": to_json(outcome.outcome)},
@@ -260,15 +275,16 @@ def insert_pending_calls(conn: sa.Connection, calls: list[dict[str, Any]]) -> No
     """Record gated tool calls (``kind`` approval | client) with their deadline."""
     conn.execute(
         sa.text(
-            "INSERT INTO helix.pending_tool_calls (session_id, tool_call_id, root_session_id, workflow_id, run, step,"
+            "INSERT INTO helix.pending_tool_calls (session_num, tool_call_id, root_session_num, workflow_id, run, step,"
             " tool_name, kind, input, output_schema, deadline)"
-            " SELECT c.session_id, c.tool_call_id, c.root_session_id, c.workflow_id, c.run, c.step, c.tool_name, c.kind,"
+            " SELECT s.num, c.tool_call_id, s.root_session_num, c.workflow_id, c.run, c.step, c.tool_name, c.kind,"
             "  c.input, c.output_schema, CASE WHEN c.timeout IS NULL THEN NULL"
             "  ELSE now() + make_interval(secs => c.timeout) END"
             " FROM jsonb_to_recordset(CAST(:calls AS jsonb)) AS c(session_id text, tool_call_id text,"
-            "  root_session_id text, workflow_id text, run integer, step integer, tool_name text, kind text,"
+            "  workflow_id text, run integer, step integer, tool_name text, kind text,"
             "  input jsonb, output_schema jsonb, timeout double precision)"
-            " ON CONFLICT (session_id, tool_call_id) DO NOTHING"
+            " JOIN helix.sessions s ON s.id = c.session_id"
+            " ON CONFLICT (session_num, tool_call_id) DO NOTHING"
         ),
         {"calls": to_json(calls)},
     )
@@ -290,7 +306,10 @@ def lock_call_for_answer(conn: sa.Connection, session_id: str, tool_call_id: str
     """
     params = {"s": session_id, "t": tool_call_id}
     locked = conn.execute(
-        sa.text("SELECT 1 FROM helix.pending_tool_calls WHERE session_id = :s AND tool_call_id = :t FOR UPDATE"),
+        sa.text(
+            f"SELECT 1 FROM helix.pending_tool_calls WHERE session_num = {session_num('s')} AND tool_call_id = :t"
+            " FOR UPDATE"
+        ),
         params,
     ).first()
     if locked is None:
@@ -299,8 +318,8 @@ def lock_call_for_answer(conn: sa.Connection, session_id: str, tool_call_id: str
         sa.text(
             "SELECT pc.status, pc.deadline, statement_timestamp() AS now,"
             " EXISTS (SELECT 1 FROM helix.tool_call_answers a"
-            "         WHERE a.session_id = pc.session_id AND a.tool_call_id = pc.tool_call_id) AS answered"
-            " FROM helix.pending_tool_calls pc WHERE pc.session_id = :s AND pc.tool_call_id = :t"
+            "         WHERE a.session_num = pc.session_num AND a.tool_call_id = pc.tool_call_id) AS answered"
+            f" FROM helix.pending_tool_calls pc WHERE pc.session_num = {session_num('s')} AND pc.tool_call_id = :t"
         ),
         params,
     ).mappings().one()
@@ -320,9 +339,10 @@ def record_answer(
     row = conn.execute(
         sa.text(
             "INSERT INTO helix.tool_call_answers"
-            " (session_id, tool_call_id, kind, approved, reason, answered_by, answer, answered_at)"
-            " VALUES (:s, :t, :kind, :approved, :reason, :by, CAST(:answer AS jsonb), COALESCE(:at, now()))"
-            " ON CONFLICT (session_id, tool_call_id) DO NOTHING RETURNING 1"
+            " (session_num, tool_call_id, kind, approved, reason, answered_by, answer, answered_at)"
+            f" VALUES ({session_num('s')}, :t, :kind, :approved, :reason, :by, CAST(:answer AS jsonb),"
+            " COALESCE(:at, now()))"
+            " ON CONFLICT (session_num, tool_call_id) DO NOTHING RETURNING 1"
         ),
         {
             "s": session_id,
@@ -349,8 +369,8 @@ def collect_answers(conn: sa.Connection, session_id: str, tool_call_ids: list[st
     params = {"s": session_id, "ids": list(tool_call_ids)}
     conn.execute(
         sa.text(
-            "SELECT 1 FROM helix.pending_tool_calls WHERE session_id = :s AND tool_call_id = ANY(:ids)"
-            " ORDER BY tool_call_id FOR UPDATE"
+            f"SELECT 1 FROM helix.pending_tool_calls WHERE session_num = {session_num('s')}"
+            " AND tool_call_id = ANY(:ids) ORDER BY tool_call_id FOR UPDATE"
         ),
         params,
     )
@@ -358,8 +378,8 @@ def collect_answers(conn: sa.Connection, session_id: str, tool_call_ids: list[st
         sa.text(
             "SELECT pc.tool_call_id, pc.status, pc.deadline, a.answer, a.answered_at, statement_timestamp() AS now"
             " FROM helix.pending_tool_calls pc"
-            " LEFT JOIN helix.tool_call_answers a ON a.session_id = pc.session_id AND a.tool_call_id = pc.tool_call_id"
-            " WHERE pc.session_id = :s AND pc.tool_call_id = ANY(:ids)"
+            " LEFT JOIN helix.tool_call_answers a ON a.session_num = pc.session_num AND a.tool_call_id = pc.tool_call_id"
+            f" WHERE pc.session_num = {session_num('s')} AND pc.tool_call_id = ANY(:ids)"
         ),
         params,
     ).mappings().all()
@@ -379,7 +399,7 @@ def collect_answers(conn: sa.Connection, session_id: str, tool_call_ids: list[st
         conn.execute(
             sa.text(
                 "UPDATE helix.pending_tool_calls SET status = 'timed_out'"
-                " WHERE session_id = :s AND tool_call_id = ANY(:ids) AND status = 'pending'"
+                f" WHERE session_num = {session_num('s')} AND tool_call_id = ANY(:ids) AND status = 'pending'"
             ),
             {"s": session_id, "ids": timed_out},
         )
@@ -392,10 +412,10 @@ def fork_session(conn: sa.Connection, source_id: str, new_id: str, from_step: in
     params = {"src": source_id, "new": new_id, "n": from_step}
     conn.execute(
         sa.text(
-            "INSERT INTO helix.sessions (id, agent_name, status, step_count, root_session_id, message_count)"
-            " SELECT :new, agent_name, 'interrupted', :n, :new,"
+            "INSERT INTO helix.sessions (num, id, agent_name, status, step_count, root_session_num, message_count)"
+            " SELECT n, :new, agent_name, 'interrupted', :n, n,"
             f"  (SELECT count(*) FROM helix.messages WHERE session_num = {session_num('src')} AND step <= :n)"
-            " FROM helix.sessions WHERE id = :src"
+            " FROM helix.sessions, nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n WHERE id = :src"
         ),
         params,
     )
@@ -409,8 +429,9 @@ def fork_session(conn: sa.Connection, source_id: str, new_id: str, from_step: in
     )
     conn.execute(
         sa.text(
-            "INSERT INTO helix.state_snapshots (session_id, step, state)"
-            " SELECT :new, step, state FROM helix.state_snapshots WHERE session_id = :src AND step <= :n"
+            "INSERT INTO helix.state_snapshots (session_num, step, state)"
+            f" SELECT {session_num('new')}, step, state FROM helix.state_snapshots"
+            f" WHERE session_num = {session_num('src')} AND step <= :n"
         ),
         params,
     )

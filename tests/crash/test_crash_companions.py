@@ -48,10 +48,11 @@ def test_worker_killed_while_companions_run_starts_nothing_twice_and_delivers_on
 
     for name in ("n", "b"):
         child = f"{SESSION}-agent-{name}"
-        assert query(url, "SELECT run, status FROM helix.runs WHERE session_id = %s", child) == [(1, "completed")]
+        assert query(url, "SELECT run, status FROM helix.runs WHERE session_num = helix.session_num(%s)", child) == [(1, "completed")]
         assert query(url, "SELECT workflow_uuid, status FROM dbos.workflow_status WHERE workflow_uuid LIKE %s",
                      f"helix:{child}:%") == [(f"helix:{child}:run:1", "SUCCESS")]
-        assert query(url, "SELECT name, child_session_id FROM helix.companions WHERE session_id = %s AND name = %s",
+        assert query(url, "SELECT c.name, s.id FROM helix.companions c JOIN helix.sessions s ON s.num = c.child_session_num"
+                     " WHERE c.session_num = helix.session_num(%s) AND c.name = %s",
                      SESSION, name) == [(name, child)]
         assert_transcript_sound(url, child)
         lines = ledger_lines(tmp_path, name)
@@ -64,6 +65,6 @@ def test_worker_killed_while_companions_run_starts_nothing_twice_and_delivers_on
     notices = [m.content for m in messages if isinstance(m, UserMessage) and m.content.startswith("[companion")]
     assert notices == ["[companion n completed] n done"]
     [(name, run, delivered_step)] = query(
-        url, "SELECT name, run, delivered_step FROM helix.companion_notices WHERE session_id = %s", SESSION)
+        url, "SELECT name, run, delivered_step FROM helix.companion_notices WHERE session_num = helix.session_num(%s)", SESSION)
     assert (name, run) == ("n", 1) and delivered_step == result["step_count"]  # the step that answered with it
-    assert query(url, "SELECT run, status FROM helix.runs WHERE session_id = %s", SESSION) == [(1, "completed")]
+    assert query(url, "SELECT run, status FROM helix.runs WHERE session_num = helix.session_num(%s)", SESSION) == [(1, "completed")]

@@ -56,7 +56,7 @@ def test_user_workflow_with_an_agent_survives_sigkill(make_database: Any, tmp_pa
     assert result == {"session_id": expected_session, "status": "completed", "output": "ana is welcome"}
     with psycopg.connect(libpq_url(url)) as conn:
         sessions = conn.execute("SELECT id, status, run_count FROM helix.sessions").fetchall()
-        runs = conn.execute("SELECT session_id, run, status FROM helix.runs").fetchall()
+        runs = conn.execute("SELECT s.id, r.run, r.status FROM helix.runs r JOIN helix.sessions s ON s.num = r.session_num").fetchall()
         parent = conn.execute("SELECT status FROM dbos.workflow_status WHERE workflow_uuid = 'onboard-1'").fetchone()
     assert sessions == [(expected_session, "completed", 1)]
     assert runs == [(expected_session, 1, "completed")]

@@ -79,10 +79,10 @@ def test_worker_killed_while_waiting_for_approval_recovers_and_runs_the_tool_onc
         contents = [r[0] for r in conn.execute(
             "SELECT message->>'content' FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = 'hitl-session') AND message->>'role' = 'tool'")]
         audit = conn.execute(
-            "SELECT answered_by, reason, approved FROM helix.tool_call_answers WHERE session_id = 'hitl-session'"
+            "SELECT answered_by, reason, approved FROM helix.tool_call_answers WHERE session_num = helix.session_num('hitl-session')"
         ).fetchall()
         pending = conn.execute(
-            "SELECT status FROM helix.pending_tool_calls WHERE session_id = 'hitl-session'").fetchall()
+            "SELECT status FROM helix.pending_tool_calls WHERE session_num = helix.session_num('hitl-session')").fetchall()
     assert contents == ['{"transferred":100}']
     assert audit == [("ops", "checked", True)]
     assert pending == [("answered",)]
@@ -101,7 +101,7 @@ def test_an_approval_after_the_deadline_while_no_worker_runs_is_refused_and_the_
 
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         while conn.execute(
-            "SELECT now() <= deadline FROM helix.pending_tool_calls WHERE session_id = 'hitl-session'"
+            "SELECT now() <= deadline FROM helix.pending_tool_calls WHERE session_num = helix.session_num('hitl-session')"
         ).fetchone() != (False,):
             time.sleep(0.05)  # the database's clock decides, not this process's
     with pytest.raises(ToolCallNotPendingError, match="'t1'.*timed out"):
@@ -116,9 +116,9 @@ def test_an_approval_after_the_deadline_while_no_worker_runs_is_refused_and_the_
     with psycopg.connect(libpq_url(url)) as conn:
         contents = [r[0] for r in conn.execute(
             "SELECT message->>'content' FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = 'hitl-session') AND message->>'role' = 'tool'")]
-        audit = conn.execute("SELECT 1 FROM helix.tool_call_answers WHERE session_id = 'hitl-session'").fetchall()
+        audit = conn.execute("SELECT 1 FROM helix.tool_call_answers WHERE session_num = helix.session_num('hitl-session')").fetchall()
         pending = conn.execute(
-            "SELECT status FROM helix.pending_tool_calls WHERE session_id = 'hitl-session'").fetchall()
+            "SELECT status FROM helix.pending_tool_calls WHERE session_num = helix.session_num('hitl-session')").fetchall()
     assert contents == ["Tool call t1 timed out waiting for approval"]
     assert audit == []
     assert pending == [("timed_out",)]

@@ -142,7 +142,7 @@ def snapshot(url: str, session_id: str) -> dict[str, Any]:
         event_seqs = [r[0] for r in conn.execute(
             "SELECT seq FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", (session_id,))]
         state_rows = conn.execute(
-            "SELECT count(*) FROM helix.runs WHERE session_id = %s", (session_id,)).fetchone()
+            "SELECT count(*) FROM helix.runs WHERE session_num = helix.session_num(%s)", (session_id,)).fetchone()
     assert seqs == list(range(len(seqs))), "message seq numbers have a gap or a duplicate"
     assert event_seqs == list(range(1, len(event_seqs) + 1)), "event seq numbers have a gap or a duplicate"
     parsed = [MessageAdapter.validate_python(m) for m in messages]

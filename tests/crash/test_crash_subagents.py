@@ -81,7 +81,7 @@ def test_worker_killed_while_two_children_run_recovers_each_child_exactly_once(
     kill_when_both_children_are_in_their_tool(first, tmp_path)
 
     # The kill landed inside both children's first step: nothing of it is committed.
-    at_kill = dict(query(url, "SELECT id, step_count FROM helix.sessions WHERE parent_session_id = %s", SESSION))
+    at_kill = dict(query(url, "SELECT id, step_count FROM helix.sessions WHERE parent_session_num = helix.session_num(%s)", SESSION))
     assert at_kill == {child_ids["c1"]: 0, child_ids["c2"]: 0}
     assert query(url, "SELECT status, step_count FROM helix.sessions WHERE id = %s", SESSION) == [("active", 0)]
 
@@ -95,13 +95,14 @@ def test_worker_killed_while_two_children_run_recovers_each_child_exactly_once(
 
     # Each child session exists once, under the parent, and completed.
     sessions = query(
-        url, "SELECT id, status, step_count, run_count, root_session_id FROM helix.sessions"
-        " WHERE parent_session_id = %s ORDER BY id", SESSION,
+        url, "SELECT s.id, s.status, s.step_count, s.run_count, r.id FROM helix.sessions s"
+        " JOIN helix.sessions r ON r.num = s.root_session_num"
+        " WHERE s.parent_session_num = helix.session_num(%s) ORDER BY s.id", SESSION,
     )
     assert sessions == [(child_ids[c], "completed", 2, 1, SESSION) for c in sorted(CHILDREN)]
     for call_id, label in CHILDREN.items():
         child_id = child_ids[call_id]
-        assert query(url, "SELECT run, status FROM helix.runs WHERE session_id = %s", child_id) == [(1, "completed")]
+        assert query(url, "SELECT run, status FROM helix.runs WHERE session_num = helix.session_num(%s)", child_id) == [(1, "completed")]
         event_types = [r[0] for r in query(url, "SELECT type FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", child_id)]
         assert event_types.count("run_start") == 1 and event_types.count("finish") == 1, event_types
         assert event_types.count("tool_result") == 1, event_types
@@ -115,7 +116,7 @@ def test_worker_killed_while_two_children_run_recovers_each_child_exactly_once(
         assert 1 <= len(lines) <= 2 and set(lines) == {f"{child_id} {label}"}, lines
 
     # The parent: one run, both results once, in call order, nothing unpaired.
-    assert query(url, "SELECT run, status FROM helix.runs WHERE session_id = %s", SESSION) == [(1, "completed")]
+    assert query(url, "SELECT run, status FROM helix.runs WHERE session_num = helix.session_num(%s)", SESSION) == [(1, "completed")]
     messages = assert_transcript_sound(url, SESSION)
     results = [m for m in messages if isinstance(m, ToolResultMessage)]
     assert [(r.tool_call_id, r.is_error, json.loads(r.content)) for r in results] == [

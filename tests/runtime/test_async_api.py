@@ -77,7 +77,7 @@ def test_result_async_follows_a_run_that_parked_for_an_approval(executor):
     async def main() -> Any:
         handle = await executor.execute_async(agent, "refund 5", sid)
         waiting = asyncio.ensure_future(handle.result_async(timeout=RESULT_TIMEOUT))
-        while not rows(executor, "SELECT 1 FROM helix.pending_tool_calls WHERE session_id = :id", id=sid):
+        while not rows(executor, "SELECT 1 FROM helix.pending_tool_calls WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :id)", id=sid):
             await asyncio.sleep(0.05)
         await asyncio.to_thread(executor.submit_tool_result, sid, ApprovalResponse(tool_call_id="r1", approved=True))
         result = await waiting

@@ -114,7 +114,7 @@ def test_approve_through_the_form_records_the_principal_and_redirects_with_a_fla
     assert f"Approved r1 of session {sid}." in inbox
     assert f'value="{sid}"' not in inbox, "the inbox still lists the answered call"
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
-    assert rows(executor, "SELECT answered_by, approved FROM helix.tool_call_answers WHERE session_id = :s", s=sid) == [
+    assert rows(executor, "SELECT answered_by, approved FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)", s=sid) == [
         {"answered_by": "ana", "approved": True}
     ]
     again = ana.post("/console/answer", data={**form, "action": "deny"})
@@ -137,7 +137,7 @@ def test_a_post_without_a_valid_csrf_token_or_from_another_origin_is_refused_and
     assert [r.status_code for r in (missing, forged, no_cookie, elsewhere, control)] == [403] * 5
     assert "CSRF" in missing.text and "evil.example" in elsewhere.text
     assert [c.tool_call_id for c in executor.list_pending(sid)] == ["r1"]  # still waiting, nothing recorded
-    assert rows(executor, "SELECT 1 FROM helix.tool_call_answers WHERE session_id = :s", s=sid) == []
+    assert rows(executor, "SELECT 1 FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)", s=sid) == []
     ana.post("/console/answer", data={**form, "csrf_token": good})
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
 
@@ -237,7 +237,7 @@ def test_without_a_principal_the_console_answers_as_console(executor):
     finally:
         serving.stop()
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
-    assert rows(executor, "SELECT answered_by, reason FROM helix.tool_call_answers WHERE session_id = :s", s=sid) == [
+    assert rows(executor, "SELECT answered_by, reason FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)", s=sid) == [
         {"answered_by": "console", "reason": "not today"}
     ]
 
@@ -288,7 +288,7 @@ def test_a_real_browser_approves_a_call_and_sees_the_run_finish(executor, base, 
     browser.refresh()
     assert by_id(browser, "status").text == "completed"
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
-    assert rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_id = :s", s=sid) == [
+    assert rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)", s=sid) == [
         {"answered_by": "bea"}
     ]
 

@@ -76,7 +76,7 @@ def waiter_of(executor: Any, handle: Any) -> str:
 
 
 def pending_status(executor: Any, session_id: str) -> str:
-    return rows(executor, "SELECT status FROM helix.pending_tool_calls WHERE session_id = :s", s=session_id)[0]["status"]
+    return rows(executor, "SELECT status FROM helix.pending_tool_calls WHERE session_num = helix.session_num(:s)", s=session_id)[0]["status"]
 
 
 def test_dbos_cancel_aborts_the_session_and_dbos_resume_brings_it_back(executor: Any) -> None:

@@ -85,14 +85,14 @@ def answers(executor: Any, session_id: str) -> list[dict[str, Any]]:
     return rows(
         executor,
         "SELECT tool_call_id, kind, approved, reason, answered_by, answer, answered_at"
-        " FROM helix.tool_call_answers WHERE session_id = :id ORDER BY tool_call_id",
+        " FROM helix.tool_call_answers WHERE session_num = helix.session_num(:id) ORDER BY tool_call_id",
         id=session_id,
     )
 
 
 def pending_status(executor: Any, session_id: str, call_id: str) -> str:
     found = rows(
-        executor, "SELECT status FROM helix.pending_tool_calls WHERE session_id = :s AND tool_call_id = :t",
+        executor, "SELECT status FROM helix.pending_tool_calls WHERE session_num = helix.session_num(:s) AND tool_call_id = :t",
         s=session_id, t=call_id,
     )
     return found[0]["status"]

@@ -59,7 +59,7 @@ def pending_row(executor: Any, session_id: str, call_id: str) -> dict[str, Any]:
     [row] = rows(
         executor,
         "SELECT status, deadline, now() > deadline AS expired FROM helix.pending_tool_calls"
-        " WHERE session_id = :s AND tool_call_id = :t",
+        " WHERE session_num = helix.session_num(:s) AND tool_call_id = :t",
         s=session_id, t=call_id,
     )
     return row
@@ -107,7 +107,7 @@ def test_each_call_has_its_own_deadline_from_the_suspension(executor: Any) -> No
     assert ran == [1]
     assert pending_row(executor, sid, "g2")["status"] == "timed_out"
     assert [r["tool_call_id"] for r in rows(
-        executor, "SELECT tool_call_id FROM helix.tool_call_answers WHERE session_id = :s", s=sid)] == ["g1"]
+        executor, "SELECT tool_call_id FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)", s=sid)] == ["g1"]
 
 
 def test_an_untimed_call_does_not_hold_back_a_timed_one(executor: Any) -> None:

@@ -36,7 +36,6 @@ TABLES = (
     "runs", "messages", "events", "state_patches", "state_snapshots",
     "pending_tool_calls", "tool_call_answers", "tool_outcomes",
 )
-NUMBERED = ("messages", "events", "state_patches")
 
 
 class Empty(BaseModel):
@@ -47,8 +46,8 @@ def footprint(executor: Any, session_id: str) -> dict[str, int]:
     """How many rows of each helix table belong to the session, and of its DBOS workflows."""
     counts = {"sessions": len(rows(executor, "SELECT 1 FROM helix.sessions WHERE id = :s", s=session_id))}
     for table in TABLES:
-        key = "session_num = (SELECT num FROM helix.sessions WHERE id = :s)" if table in NUMBERED else "session_id = :s"
-        counts[table] = len(rows(executor, f"SELECT 1 FROM helix.{table} WHERE {key}", s=session_id))
+        counts[table] = len(rows(executor, f"SELECT 1 FROM helix.{table} t JOIN helix.sessions s ON s.num = t.session_num"
+                                           " WHERE s.id = :s", s=session_id))
     pattern = f"helix:{session_id}:run:%"
     counts["workflows"] = len(rows(executor, "SELECT 1 FROM dbos.workflow_status WHERE workflow_uuid LIKE :p", p=pattern))
     counts["steps"] = len(rows(executor, "SELECT 1 FROM dbos.operation_outputs WHERE workflow_uuid LIKE :p", p=pattern))

@@ -294,7 +294,7 @@ def test_a_hook_write_on_a_snapshot_step_is_in_the_snapshot(executor: Any, monke
                          hooks=tally_hooks([]))
     use_model(executor, calls(call("a1", "add", {"name": "pear"})), text("done"))
     handle, _ = run(executor, agent)
-    snapshots = rows(executor, "SELECT step, state FROM helix.state_snapshots WHERE session_id = :s AND step > 0"
+    snapshots = rows(executor, "SELECT step, state FROM helix.state_snapshots WHERE session_num = helix.session_num(:s) AND step > 0"
                      " ORDER BY step", s=handle.session_id)
     assert snapshots == [{"step": 1, "state": AFTER_STEP_1}, {"step": 2, "state": AFTER_STEP_2}]
     assert executor.get_session(handle.session_id, at_step=1).state == AFTER_STEP_1

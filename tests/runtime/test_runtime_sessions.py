@@ -56,7 +56,7 @@ def snapshot(executor: Any, session_id: str) -> dict[str, Any]:
         "session": rows(executor, "SELECT status, step_count, run_count, message_count, event_seq, output"
                         " FROM helix.sessions WHERE id = :s", s=session_id),
         "messages": rows(executor, "SELECT seq, message FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY seq", s=session_id),
-        "runs": rows(executor, "SELECT run, status FROM helix.runs WHERE session_id = :s ORDER BY run", s=session_id),
+        "runs": rows(executor, "SELECT run, status FROM helix.runs WHERE session_num = helix.session_num(:s) ORDER BY run", s=session_id),
     }
 
 
@@ -180,16 +180,18 @@ def test_legacy_session_with_an_unpaired_finish_is_healed_when_continued(executo
     ]
     with executor.engine.begin() as conn:
         conn.exec_driver_sql(
-            "INSERT INTO helix.sessions (id, agent_name, status, step_count, run_count, message_count, output,"
-            " root_session_id) VALUES (%s, %s, 'completed', 1, 1, 2, %s, %s)",
-            (sid, agent.name, to_json({"verdict": "ok"}), sid),
+            "INSERT INTO helix.sessions (num, id, agent_name, status, step_count, run_count, message_count, output,"
+            " root_session_num) SELECT n, %s, %s, 'completed', 1, 1, 2, %s, n"
+            " FROM nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n",
+            (sid, agent.name, to_json({"verdict": "ok"})),
         )
         conn.exec_driver_sql(
-            "INSERT INTO helix.state_snapshots (session_id, step, state) VALUES (%s, 0, '{}')", (sid,)
+            "INSERT INTO helix.state_snapshots (session_num, step, state) VALUES (helix.session_num(%s), 0, '{}')",
+            (sid,),
         )
         conn.exec_driver_sql(
-            "INSERT INTO helix.runs (session_id, run, workflow_id, status, start_step, end_step, start_seq)"
-            " VALUES (%s, 1, %s, 'completed', 0, 1, 1)",
+            "INSERT INTO helix.runs (session_num, run, workflow_id, status, start_step, end_step, start_seq)"
+            " VALUES (helix.session_num(%s), 1, %s, 'completed', 0, 1, 1)",
             (sid, f"legacy-{sid}"),
         )
         for seq, message in enumerate(transcript):

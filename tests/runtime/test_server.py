@@ -208,7 +208,7 @@ def test_submit_tool_result_approves_as_the_caller_and_refuses_repeats(executor,
     assert (again.status_code, again.json()["error"]) == (409, "already_answered")
     assert submit(tool_call_id="c1", result={"city": "Paris"}).json()["status"] == "accepted"
     wait_for(lambda: ana.get("/status", params={"session_id": sid}).json()["status"] == "completed")
-    answers = rows(executor, "SELECT tool_call_id, answered_by FROM helix.tool_call_answers WHERE session_id = :s"
+    answers = rows(executor, "SELECT tool_call_id, answered_by FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)"
                    " ORDER BY tool_call_id", s=sid)
     assert answers == [{"tool_call_id": "c1", "answered_by": None}, {"tool_call_id": "r1", "answered_by": "ana"}]
 

@@ -136,7 +136,7 @@ def run_workflows(executor: Any, session_id: str) -> list[str]:
 
 def run_numbers(executor: Any, session_id: str) -> list[int]:
     """The session's run numbers in ``helix.runs``."""
-    return [r["run"] for r in rows(executor, "SELECT run FROM helix.runs WHERE session_id = :s ORDER BY run",
+    return [r["run"] for r in rows(executor, "SELECT run FROM helix.runs WHERE session_num = helix.session_num(:s) ORDER BY run",
                                    s=session_id)]
 
 
@@ -334,7 +334,7 @@ def test_approvals_in_a_storm_are_taken_once_each_or_raise_a_helix_error(
         mine = [o for s, o in zip(answered, outcomes) if s == handle.session_id]
         assert_taken_once(mine + [executor.submit_tool_result(handle.session_id, approval).status])
         assert handle.result(timeout=STORM_RESULT_TIMEOUT).status == "completed"
-        answers = rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_id = :s",
+        answers = rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)",
                        s=handle.session_id)
         assert answers == [{"answered_by": "storm"}]
     assert sorted(ledger.ran) == sorted(h.session_id for h in handles)
@@ -491,5 +491,5 @@ def test_an_answer_whose_commit_went_through_before_its_connection_broke_is_acce
 
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     assert ledger.ran == [handle.session_id]
-    assert rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_id = :s",
+    assert rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)",
                 s=handle.session_id) == [{"answered_by": "ana"}]

@@ -231,7 +231,7 @@ def wait_pending(executor: Any, session_id: str, call_id: str) -> None:
 
 
 def answers(executor: Any, session_id: str) -> list[dict[str, Any]]:
-    return rows(executor, "SELECT tool_call_id, approved, reason FROM helix.tool_call_answers WHERE session_id = :s",
+    return rows(executor, "SELECT tool_call_id, approved, reason FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)",
                 s=session_id)
 
 

@@ -120,7 +120,7 @@ def test_sixty_sessions_on_three_workers_survive_a_killed_worker(url: str, procs
             assert seqs == list(range(5)), (sid, seqs)  # user, assistant, tool, assistant, finish result
             events = [r[0] for r in conn.execute("SELECT type FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s) ORDER BY seq", (sid,))]
             assert events.count("finish") == 1 and events.count("run_start") == 1, (sid, events)
-        runs_per_session = dict(conn.execute("SELECT session_id, count(*) FROM helix.runs GROUP BY session_id").fetchall())
+        runs_per_session = dict(conn.execute("SELECT s.id, count(*) FROM helix.runs r JOIN helix.sessions s ON s.num = r.session_num GROUP BY s.id").fetchall())
         assert runs_per_session == {sid: 1 for sid in sessions}
         statuses = conn.execute(
             "SELECT status, count(*) FROM dbos.workflow_status WHERE name = 'helix_agent_run' GROUP BY status").fetchall()
@@ -161,7 +161,7 @@ def test_a_queued_runs_approval_comes_from_another_process(url: str, procs: list
         run = enqueuer.enqueue("gated-agent", "publish it", session_id="gated-1", priority=3)
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
             deadline = time.monotonic() + 30
-            while conn.execute("SELECT count(*) FROM helix.pending_tool_calls WHERE session_id = 'gated-1'").fetchone()[0] == 0:
+            while conn.execute("SELECT count(*) FROM helix.pending_tool_calls WHERE session_num = (SELECT num FROM helix.sessions WHERE id = 'gated-1')").fetchone()[0] == 0:
                 assert time.monotonic() < deadline, "the gated call never became pending"
                 time.sleep(0.05)
         env = {**os.environ, "HELIX_DATABASE_URL": url}
@@ -234,8 +234,9 @@ def until(query: str, args: tuple, want: Callable[[Any], bool], url: str, what: 
 
 def parked(url: str, sessions: list[str]) -> None:
     """Wait until each session's run has parked: its step's waiter holds it."""
-    until("SELECT count(*) FROM helix.runs r JOIN dbos.workflow_status w ON w.workflow_uuid = r.workflow_id"
-          " WHERE r.session_id = ANY(%s) AND w.name = 'helix_await_answers' AND w.status = 'PENDING'",
+    until("SELECT count(*) FROM helix.runs r JOIN helix.sessions s ON s.num = r.session_num"
+          " JOIN dbos.workflow_status w ON w.workflow_uuid = r.workflow_id"
+          " WHERE s.id = ANY(%s) AND w.name = 'helix_await_answers' AND w.status = 'PENDING'",
           (sessions,), lambda n: n == len(sessions), url, "parked runs")
 
 
@@ -248,7 +249,7 @@ def completed_once(url: str, sessions: list[str]) -> None:
             assert roles == ["user", "assistant", "tool", "assistant", "tool"], (sid, roles)
             types = [r[0] for r in conn.execute("SELECT type FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %s)", (sid,))]
             assert (types.count("run_start"), types.count("finish"), types.count("tool_result")) == (1, 1, 1), types
-            runs = conn.execute("SELECT status FROM helix.runs WHERE session_id = %s", (sid,)).fetchall()
+            runs = conn.execute("SELECT status FROM helix.runs WHERE session_num = helix.session_num(%s)", (sid,)).fetchall()
             assert runs == [("completed",)], (sid, runs)
 
 
@@ -333,7 +334,7 @@ def test_a_deadline_fires_while_the_run_holds_no_slot(url: str, procs: list[Proc
         run = enqueuer.enqueue("deadline-agent", "publish it", session_id="soon-1")
         parked(url, ["soon-1"])
         busy = enqueuer.enqueue("scale-agent", "busy", session_id="busy-1")
-        until("SELECT status FROM helix.pending_tool_calls WHERE session_id = 'soon-1'", (),
+        until("SELECT status FROM helix.pending_tool_calls WHERE session_num = (SELECT num FROM helix.sessions WHERE id = 'soon-1')", (),
               lambda status: status == "timed_out", url, "the call timed out")
         with psycopg.connect(libpq_url(url)) as conn:
             working = conn.execute("SELECT count(*) FROM scaleout.intervals WHERE session_id = 'busy'"

@@ -1,9 +1,12 @@
-"""Everything helix installs on DBOS's tables, and the DBOS schemas it was tested with.
+"""Every statement helix runs on DBOS's tables, and the DBOS schemas it was tested with.
 
 helix's tables live in DBOS's system database so that DBOS's own tools (``dbos workflow
 cancel|resume|fork``, Conductor, ``DBOSClient``) and helix agree on a run, and so that an
-answer's audit row and the DBOS message that delivers it commit in one transaction. Four
-triggers on DBOS's tables are what those guarantees need, and nothing else of DBOS's is
+answer's audit row and the DBOS message that delivers it commit in one transaction. This
+module is the one place in helix that names a ``dbos.*`` table (a unit test holds it to
+that); ``docs/architecture.md`` lists each use with the guarantee it serves.
+
+Four triggers on DBOS's tables are what those guarantees need, and nothing of DBOS's is
 written by helix:
 
 =============================  ==========================  ==========================================
@@ -23,11 +26,11 @@ trigger                        on                          what it keeps
 
 They read these columns of DBOS's: ``workflow_status.workflow_uuid``, ``name``, ``status``,
 ``serialization``; ``notifications.topic``, ``serialization``; they never change a DBOS row.
-helix reads, outside these triggers, ``dbos.workflow_status`` (a run's workflow status,
-executor, version and queue; whether a workflow exists; prune's check for running
-workflows) and ``dbos.application_versions`` (the latest version), and
-``dbos.dbos_migrations`` here. Every other use of DBOS goes through its public API,
-but for the private names in :mod:`helix_dbos.client.dbos_internals`.
+The reads below (SQL that :mod:`~helix_dbos.store.reads`, :mod:`~helix_dbos.store.writes`,
+:mod:`~helix_dbos.store.retention` and :mod:`~helix_dbos.store.fleet` run) read
+``dbos.workflow_status`` and ``dbos.application_versions``; :func:`dbos_schema_version`
+reads ``dbos.dbos_migrations``. Every other use of DBOS goes through its public API, but
+for the private names in :mod:`helix_dbos.client.dbos_internals`.
 
 A DBOS schema helix was not tested with is refused (:func:`require_tested_dbos`): a DBOS
 upgrade that renames a column would otherwise leave a trigger failing inside DBOS's own
@@ -82,6 +85,41 @@ HOOKS: dict[str, str] = {
     ),
 }
 """Each trigger helix keeps on a DBOS table, by name, with the statement that installs it."""
+
+
+# --- Reads of DBOS's tables -----------------------------------------------------------
+
+DBOS_SCHEMA_EXISTS = "SELECT to_regclass('dbos.workflow_status') IS NOT NULL"
+"""Whether DBOS's system tables are in this database (DBOS was launched on it)."""
+
+WORKFLOW_EXISTS = "EXISTS (SELECT 1 FROM dbos.workflow_status WHERE workflow_uuid = {workflow_id})"
+"""A condition: DBOS knows the workflow (``workflow_id``: the SQL of its id). A sub-agent's
+session is claimed only while no run of it was queued, in the same transaction."""
+
+WORKFLOW_RUNNING = (
+    "EXISTS (SELECT 1 FROM dbos.workflow_status w"
+    " WHERE w.workflow_uuid = {workflow_id} AND w.status IN ('PENDING', 'ENQUEUED'))"
+)
+"""A condition: the workflow is running or queued. Prune keeps a tree while one is."""
+
+WORKFLOW_QUEUE = "SELECT queue_name FROM dbos.workflow_status WHERE workflow_uuid = :w"
+"""The queue DBOS placed workflow ``:w`` on (no row: DBOS does not know it)."""
+
+RUN_WORKFLOWS = (
+    "SELECT w.workflow_uuid AS workflow_id, w.status AS workflow_status, w.executor_id, w.application_version,"
+    " w.application_name,"
+    " (SELECT version_name FROM dbos.application_versions v WHERE v.application_name = w.application_name"
+    "   ORDER BY version_timestamp DESC LIMIT 1) AS latest_version"
+    " FROM dbos.workflow_status w WHERE w.workflow_uuid = ANY (:ids)"
+)
+"""Of each workflow in ``:ids``: its status, executor and version, and the latest version of
+its application (what ``helix-dbos runs`` shows beside a run)."""
+
+QUEUED_WORKFLOWS = (
+    "SELECT queue_name, status, count(*) FROM dbos.workflow_status"
+    " WHERE queue_name IS NOT NULL AND status IN ('ENQUEUED', 'PENDING') GROUP BY 1, 2"
+)
+"""Workflows queued or running, by queue and status (a fleet metric)."""
 
 
 def dbos_schema_version(conn: psycopg.Connection) -> int | None:
