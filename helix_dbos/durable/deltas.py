@@ -1,6 +1,6 @@
 """Where the LLM step sends its token deltas: tagged with session, run, step and attempt,
 published to the channels of the session and of the sessions above it
-(``helix_dbos.store.deltas``), never stored::
+(``helix_dbos.store.delta_channels``), never stored::
 
     sink = StepDeltas(runtime.deltas, session_id, run=1, step=3)
     result, usage = await generate_with_retry(..., on_delta=sink)
@@ -27,7 +27,7 @@ from typing import Any
 from helix_dbos.deltas import Delta, DeltaRecord
 from helix_dbos.state import StateTracker
 from helix_dbos.state.rfc6902 import JsonPatchOperation
-from helix_dbos.store.deltas import DeltaPublisher
+from helix_dbos.store.delta_channels import DeltaPublisher
 
 logger = logging.getLogger("helix_dbos.deltas")
 

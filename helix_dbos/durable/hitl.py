@@ -35,12 +35,12 @@ from dbos import DBOS
 
 from helix_dbos.answers import answer_topic, outcome_error
 from helix_dbos.durable.hooks import fire_hook
-from helix_dbos.durable.requests import ToolOutcome, waiter_workflow_id
+from helix_dbos.durable.payloads import ToolOutcome, waiter_workflow_id
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
-from helix_dbos.durable.step_events import StepEvents, outcome_events
-from helix_dbos.durable.steps import evaluate_approval
-from helix_dbos.durable.tool_phases import start_parallel
+from helix_dbos.durable.streaming import StepEvents, outcome_events
+from helix_dbos.durable.tool_execution.step import evaluate_approval
+from helix_dbos.durable.tool_execution.phases import start_parallel
 from helix_dbos.store.records import WaitState
 from helix_dbos.types import ParsedToolCall, SessionStatus
 

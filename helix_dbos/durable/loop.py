@@ -15,7 +15,7 @@ this run committed already is recognized by its key and not written again),
 so a replay calls it again harmlessly and gets the same answer.
 
 The step's stream events are written as they happen, each keyed so that a replay writes
-nothing twice (``durable/step_events.py``); the commit writes the ones still missing.
+nothing twice (``durable/streaming.py``); the commit writes the ones still missing.
 
 The loop keeps the transcript and the state in memory. It reads them once, at the start
 of the run, from the append-only logs as of the run's first step, so a recovered run
@@ -31,11 +31,11 @@ from typing import Any
 from dbos import DBOS
 
 from helix_dbos.durable import hitl
-from helix_dbos.durable.companions import run_companion_calls, take_notices
-from helix_dbos.durable.dispatch import run_children
+from helix_dbos.durable.children.companion_calls import run_companion_calls, take_notices
+from helix_dbos.durable.children.dispatch import run_children
 from helix_dbos.durable.hook_state import HookState
 from helix_dbos.durable.hooks import fire_hook
-from helix_dbos.durable.requests import ParkedStep, RunStart, ToolOutcome
+from helix_dbos.durable.payloads import ParkedStep, RunStart, ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import (
     RunScope,
@@ -46,9 +46,9 @@ from helix_dbos.durable.scope import (
     tool_calls_of,
     unknown_tool_message,
 )
-from helix_dbos.durable.steps import call_llm, llm_output
-from helix_dbos.durable.tool_phases import classify, run_tool_step, start_parallel
-from helix_dbos.durable.step_events import (
+from helix_dbos.durable.tool_execution.step import call_llm, llm_output
+from helix_dbos.durable.tool_execution.phases import classify, run_tool_step, start_parallel
+from helix_dbos.durable.streaming import (
     StepEvents,
     assistant_events,
     outcome_events,
@@ -105,7 +105,7 @@ class StepOutput:
     terminal: Terminal | None = None
     extra_messages: list[Message] = field(default_factory=list)
     notices: list[UserMessage] = field(default_factory=list)
-    """Companion notices the step took (``durable/companions.py``), before its model call."""
+    """Companion notices the step took (``durable/children/companion_calls.py``), before its model call."""
 
 
 class AgentLoop:
@@ -163,7 +163,7 @@ class AgentLoop:
             self._count_llm(checkpoint)
 
     async def _run_step(self, step_no: int, parked: ParkedStep | None) -> StepOutput | ParkedStep:
-        """One step; its events reach the stream as they happen (``durable/step_events.py``):
+        """One step; its events reach the stream as they happen (``durable/streaming.py``):
         its ``step_start`` is there already, the model's are published once the LLM step is
         checkpointed and a tool's once its step is, the rest come with the commit (which
         writes whatever of the step is still missing). A continuation

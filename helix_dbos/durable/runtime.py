@@ -22,10 +22,10 @@ from dbos import SQLAlchemyDatasource
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos.durable.cancel_logs import quiet_cancelled_runs
-from helix_dbos.durable.companion_steps import CompanionSteps
-from helix_dbos.durable.held_outcomes import HeldOutcomes
-from helix_dbos.durable.requests import RunRequest, RunStart, run_workflow_id
-from helix_dbos.durable.tool_watch import RunWatch
+from helix_dbos.durable.children.companion_steps import CompanionSteps
+from helix_dbos.durable.tool_execution.held_outcomes import HeldOutcomes
+from helix_dbos.durable.payloads import RunRequest, RunStart, run_workflow_id
+from helix_dbos.durable.tool_execution.watch import RunWatch
 from helix_dbos.errors import (
     AgentNotRegisteredError,
     ConfigurationError,
@@ -38,11 +38,11 @@ from helix_dbos.llm import LLMAdapter
 from helix_dbos.logs import EventLog
 from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_finish_tool_result
 from helix_dbos.store import reads, writes
-from helix_dbos.store.deltas import DeltaPublisher
+from helix_dbos.store.delta_channels import DeltaPublisher
 from helix_dbos.store.engine import create_statement_engine
 from helix_dbos.store.live_events import LiveEventWriter
 from helix_dbos.store.records import CommitOutcome, HookStateSave, KeyedEvent, RecordedOutcome, StepCommit, WaitState
-from helix_dbos.store.transient import retry_transient
+from helix_dbos.store.retry import retry_transient
 from helix_dbos.subagents import sub_agents_of
 from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus, UserMessage
 
@@ -66,9 +66,9 @@ class AgentRuntime:
         self.statements = create_statement_engine(url)
         """Single statements that commit on their own: the step commit, tool outcomes."""
         self.live_events = LiveEventWriter(url)
-        """Writes the steps' keyed events as they happen (``durable/step_events.py``)."""
+        """Writes the steps' keyed events as they happen (``durable/streaming.py``)."""
         self.outcomes = HeldOutcomes(self.record_tool_outcome)
-        """Tool outcomes until DBOS saves their steps' checkpoints (``durable/held_outcomes.py``)."""
+        """Tool outcomes until DBOS saves their steps' checkpoints (``durable/tool_execution/held_outcomes.py``)."""
         self.run_watch = RunWatch(self.engine)
         """Tells this process's running tools when their run is interrupted or aborted."""
         self._began: set[str] = set()
@@ -103,7 +103,7 @@ class AgentRuntime:
         calls answered in time or timed out, how long until the next deadline, and whether
         the run still holds the session."""
         self.companions = CompanionSteps(datasource, self.agent)
-        """The companion tools' transactions (``durable/companion_steps.py``)."""
+        """The companion tools' transactions (``durable/children/companion_steps.py``)."""
 
     # --- agents ---------------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from helix_dbos.agents import AgentConfig
-from helix_dbos.durable.requests import RunRequest
-from helix_dbos.durable.steps import ToolJob
+from helix_dbos.durable.payloads import RunRequest
+from helix_dbos.durable.tool_execution.step import ToolJob
 from helix_dbos.events import ErrorEvent, Event, FinishEvent
 from helix_dbos.orchestration import StepProcessingPlan, create_tool_result_message
 from helix_dbos.state import StateTracker

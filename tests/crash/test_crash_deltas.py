@@ -21,7 +21,7 @@ import pytest
 
 from helix_dbos.database import libpq_url
 from helix_dbos.deltas import DeltaRecord
-from helix_dbos.store.deltas import listen_statement
+from helix_dbos.store.delta_channels import listen_statement
 from helix_dbos.store.migrations import migrate
 
 from crash_kit import finish, start_worker  # type: ignore[import-not-found]

@@ -21,7 +21,7 @@ from helix_dbos import (
 )
 from helix_dbos.client import commands
 from helix_dbos.durable import workflow
-from helix_dbos.durable.requests import RunRequest, run_workflow_id
+from helix_dbos.durable.payloads import RunRequest, run_workflow_id
 from helix_dbos.store import reads
 from helix_dbos.store.engine import to_json
 from helix_dbos.types import AssistantMessage, ParsedToolCall, ToolResultMessage, UserMessage

@@ -14,7 +14,7 @@ cancelled (``CancelledError`` at its next ``await``).
 A body that ends after its step stopped waiting for it has its outcome recorded at once
 (``helix.tool_outcomes``): the step's checkpoint does not hold it. (An
 outcome the step returns is held until DBOS saves the step's checkpoint and recorded only
-if DBOS refuses to, ``durable/tool_phases.py``.) A step that finds its call's outcome
+if DBOS refuses to, ``durable/tool_execution/phases.py``.) A step that finds its call's outcome
 recorded returns it without running the tool: a tool that finished is never run again by
 a resume of its run. A body still running in this process when its step runs again (an
 abort, then ``helix-dbos resume``) is joined, not started twice.
@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from helix_dbos.durable.requests import ToolOutcome
-from helix_dbos.durable.tool_watch import RunWatch
+from helix_dbos.durable.payloads import ToolOutcome
+from helix_dbos.durable.tool_execution.watch import RunWatch
 from helix_dbos.state import StateTracker
 from helix_dbos.tools import AbortReason, Tool, ToolContext
 from helix_dbos.types import ParsedToolCall

@@ -44,7 +44,7 @@ def continued_by(output: Any) -> str | None:
 
 
 class ToolOutcome(BaseModel):
-    """The checkpointed output of one tool step (``durable/steps.py``: ``tool_checkpoint``,
+    """The checkpointed output of one tool step (``durable/tool_execution/step.py``: ``tool_checkpoint``,
     ``tool_outcome``)."""
 
     tool_call_id: str
@@ -77,7 +77,7 @@ class ParkedStep(BaseModel):
     queue: str | None = None
     """The queue the run's workflows take (None: started directly, as a child workflow)."""
     notices: list[dict[str, Any]] = Field(default_factory=list)
-    """The companion notices the step took into its transcript (``durable/companions.py``)."""
+    """The companion notices the step took into its transcript (``durable/children/companion_calls.py``)."""
     answers: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
     """Each gated call's answer as recorded (None: it timed out), filled by the waiter."""
 

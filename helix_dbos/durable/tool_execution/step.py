@@ -15,9 +15,9 @@ from pydantic import BaseModel
 
 from helix_dbos.durable.deltas import LiveState, StepDeltas
 from helix_dbos.durable.hooks import fire_hook
-from helix_dbos.durable.requests import ToolOutcome
+from helix_dbos.durable.payloads import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.tool_call import ToolCall, call_digest, run_call
+from helix_dbos.durable.tool_execution.call import ToolCall, call_digest, run_call
 from helix_dbos.events import CustomEvent
 from helix_dbos.llm import generate_with_retry
 from helix_dbos.observability import points as observe
@@ -71,7 +71,7 @@ def llm_output(checkpoint: dict[str, Any]) -> tuple[StepResult, Usage]:
 
 async def run_tool(job: ToolJob) -> dict[str, Any]:
     """One tool step: validate the input, run the tool within its lifetime (timeout,
-    interrupt, abort: durable/tool_call.py), record its state writes.
+    interrupt, abort: durable/tool_execution/call.py), record its state writes.
 
     A tool that raises, times out or gets invalid input becomes an error result:
     self-healing. An outcome recorded for the call (the step ran before, and its checkpoint

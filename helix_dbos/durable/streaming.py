@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from helix_dbos.durable.requests import ToolOutcome
+from helix_dbos.durable.payloads import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.events import Event, TextEvent, ToolCallEvent, ToolResultEvent, parse_event
 from helix_dbos.orchestration import create_tool_result_message

@@ -1,0 +1,1 @@
+"""The workflow side of helix: internal, import from ``helix_dbos``."""

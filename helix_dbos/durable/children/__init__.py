@@ -1,0 +1,1 @@
+"""A run's children: sub-agents, remote sub-agents, companions (internal)."""

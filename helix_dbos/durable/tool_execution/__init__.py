@@ -1,0 +1,1 @@
+"""How a step's tool calls run (internal)."""
