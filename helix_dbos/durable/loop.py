@@ -33,29 +33,22 @@ from dbos import DBOS
 from helix_dbos.durable import hitl
 from helix_dbos.durable.children.companion_calls import run_companion_calls, take_notices
 from helix_dbos.durable.children.dispatch import run_children
-from helix_dbos.durable.hook_state import HookState
-from helix_dbos.durable.hooks import fire_hook
-from helix_dbos.durable.payloads import ParkedStep, RunStart, ToolOutcome
-from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.scope import (
-    RunScope,
-    in_call_order,
-    step_info,
-    terminal_events,
-    step_usage,
-    tool_calls_of,
-    unknown_tool_message,
-)
-from helix_dbos.durable.tool_execution.step import call_llm, llm_output
-from helix_dbos.durable.tool_execution.phases import classify, run_tool_step, start_parallel
+from helix_dbos.durable.hooks import HookState, fire_hook, step_info, tool_calls_of
+from helix_dbos.durable.payloads import ParkedStep, RunStart, ToolOutcome, checkpoint_json, llm_output
+from helix_dbos.durable.runtime import RunScope, current_runtime
 from helix_dbos.durable.streaming import (
+    StepDeltas,
     StepEvents,
     assistant_events,
     outcome_events,
     result_message,
+    step_usage,
+    terminal_events,
     tool_result_events,
 )
+from helix_dbos.durable.tool_execution.phases import classify, run_tool_step, start_parallel
 from helix_dbos.errors import HelixError
+from helix_dbos.llm import generate_with_retry
 from helix_dbos.observability import points as observe
 from helix_dbos.events import StatePatchEvent, StepFinishEvent, StepStartEvent
 from helix_dbos.orchestration import (
@@ -64,6 +57,7 @@ from helix_dbos.orchestration import (
     StopInfo,
     build_messages_for_llm,
     create_assistant_message,
+    create_tool_result_message,
     determine_final_status,
     is_recoverable_error_stop_reason,
     max_tokens_recovery_message,
@@ -386,7 +380,7 @@ class AgentLoop:
 
     async def _after_commit(self, step_no: int, out: StepOutput) -> None:
         """Hooks that observe a committed step (they run again if a recovered run replays it).
-        What they write to the state is saved once, after them (``durable/hook_state.py``)."""
+        What they write to the state is saved once, after them (``durable/hooks.py``)."""
         hooks = self.agent.hooks
         written = HookState(self.state, self.agent.state_schema)
         ctx = written.context(self.scope, step_no)
@@ -413,6 +407,42 @@ class AgentLoop:
             stop_reason=terminal.stop_reason,
             usage=self.usage,
         )
+
+
+async def call_llm(
+    agent_name: str, messages: list[Message], session_id: str, run: int, step: int
+) -> dict[str, Any]:
+    """The LLM step; transient errors are retried inside it. Its checkpoint is JSON:
+    ``{"result": StepResult, "usage": Usage}`` (read back with :func:`llm_output`), with
+    text Postgres cannot store replaced (``helix_dbos.text``), so every tool sees the
+    call ids and arguments the transcript records. A model that
+    streams sends its token deltas to the session's consumers as they arrive
+    (``durable/streaming.py``)."""
+    runtime = current_runtime()
+    agent = runtime.agent(agent_name)
+    deltas = StepDeltas(runtime.deltas, session_id, run, step)
+    with observe.model_call(agent.llm_config.model, session_id, messages) as answered:
+        result, usage = await generate_with_retry(
+            runtime.llm, messages, agent.tool_specs(), agent.llm_config, agent.output_schema, on_delta=deltas
+        )
+        answered(result, usage)
+    await deltas.flush()
+    return {"result": storable(checkpoint_json(result)), "usage": checkpoint_json(usage)}
+
+
+def unknown_tool_message(call: ParsedToolCall) -> ToolResultMessage:
+    return create_tool_result_message(
+        call.id, call.name, success=False, error=f"Unknown tool: {call.name!r} is not a tool of this agent"
+    )
+
+
+def in_call_order(results: list[ToolResultMessage], plan: StepProcessingPlan) -> list[ToolResultMessage]:
+    message_plan = plan.assistant_message_plan
+    if message_plan is None:
+        return results
+    order = {c.id: i for i, c in enumerate(message_plan.tool_calls)}
+    order.update({c.id: len(order) + i for i, c in enumerate(message_plan.sub_agent_calls)})
+    return sorted(results, key=lambda m: order.get(m.tool_call_id, len(order)))
 
 
 async def _stop_if_cancelled() -> None:

@@ -21,19 +21,46 @@ still missing, with ``step_finish``, the terminal events and the next step's
 transaction that writes unkeyed events (a suspension, a failed run) or starts a child
 whose events are relayed into this stream, ``await live_events_written()`` keeps the
 stream in the order things happened.
+
+A step's token deltas and its tools' live state take another path: they show the step
+early and are never stored. The LLM step sends its deltas, tagged with session, run,
+step and attempt, to the channels of the session and of the sessions above it
+(``helix_dbos.store.delta_channels``)::
+
+    sink = StepDeltas(runtime.deltas, session_id, run=1, step=3)
+    result, usage = await generate_with_retry(..., on_delta=sink)
+    await sink.flush()           # the deltas go out before the step's result is used
+
+A tool's ``ctx.update_state`` is published the same way, at once, as a ``state`` delta
+with the RFC 6902 operations it added (:class:`LiveState`); the step's merged
+``state_patch`` event stays what is durable.
+
+``attempt`` is the time (microseconds since the epoch) when a model call attempt sent its
+first delta: a retry within the step and a re-run after a crash both get a larger one, so
+a consumer keeps, per ``(session_id, run, step)``, the deltas of the largest attempt it has seen.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from helix_dbos.deltas import Delta, DeltaRecord
 from helix_dbos.durable.payloads import ToolOutcome
 from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.events import Event, TextEvent, ToolCallEvent, ToolResultEvent, parse_event
+from helix_dbos.events import ErrorEvent, Event, FinishEvent, TextEvent, ToolCallEvent, ToolResultEvent, parse_event
 from helix_dbos.orchestration import create_tool_result_message
-from helix_dbos.store.records import KeyedEvent
-from helix_dbos.types import FINISH_TOOL_NAME, AssistantMessage, ToolResultMessage
+from helix_dbos.state import StateTracker
+from helix_dbos.state.rfc6902 import JsonPatchOperation
+from helix_dbos.store.delta_channels import DeltaPublisher
+from helix_dbos.store.records import KeyedEvent, Terminal
+from helix_dbos.types import FINISH_TOOL_NAME, AssistantMessage, StepResult, ToolResultMessage, Usage
+
+logger = logging.getLogger("helix_dbos.deltas")
 
 Part = tuple[str, Event]
 """An event and the part of its key that names it within the step (``call:t1``)."""
@@ -85,6 +112,32 @@ def tool_result_events(results: list[ToolResultMessage], ms: float | None = None
     ]
 
 
+def terminal_events(terminal: Terminal | None, usage: Usage) -> list[tuple[str, Event]]:
+    """The event that ends the run, if the step ends it; ``finish`` carries the run's usage."""
+    if terminal is None:
+        return []
+    if terminal.status == "completed":
+        usage_json = usage.model_dump(mode="json")
+        return [("end", FinishEvent(output=terminal.output, stop_reason=terminal.stop_reason, usage=usage_json))]
+    return [("end", ErrorEvent(error=terminal.error, stop_reason=terminal.stop_reason))]
+
+
+def step_usage(model: str, usage: Usage, step_result: StepResult) -> dict[str, Any]:
+    """What the model used in a step, as its ``step_finish`` event says (``usage``): its
+    tokens, cost and latency and its name; ``"success": false`` when the call failed. The
+    usage ledger (``helix.session_usage``) reads the step's model row from it, its client
+    tools' waits from ``usage.waits`` (the commit adds them) and a row for each tool call
+    the step ran from its ``tool_result`` event::
+
+        >>> from helix_dbos.types import TextStepResult
+        >>> step_usage("openai/gpt-4o", Usage(input_tokens=9, total_tokens=9), TextStepResult(content="hi"))
+        {'input_tokens': 9, 'output_tokens': 0, 'total_tokens': 9, 'cost_usd': None, 'latency_ms': 0.0, \
+'model': 'openai/gpt-4o'}
+    """
+    used = {**usage.model_dump(mode="json"), "model": model}
+    return used if step_result.type != "error" else {**used, "success": False}
+
+
 @dataclass
 class StepEvents:
     """The events of one step of one run that workflow code produces, in order."""
@@ -112,11 +165,96 @@ class StepEvents:
             current_runtime().live_events.write(self.session_id, self.run, self.step, new)
 
 
-FLUSH_TIMEOUT_SECONDS = 5.0
+EVENT_FLUSH_TIMEOUT_SECONDS = 5.0
 """How long workflow code waits at most for published events to be written (after that,
 the commit writes them, only later)."""
 
 
 async def live_events_written() -> None:
     """Wait until the events published so far are in the stream."""
-    await asyncio.to_thread(current_runtime().live_events.flush, FLUSH_TIMEOUT_SECONDS)
+    await asyncio.to_thread(current_runtime().live_events.flush, EVENT_FLUSH_TIMEOUT_SECONDS)
+
+
+# --- token deltas and live state: best effort, never stored ---------------------------
+
+DELTA_FLUSH_TIMEOUT_SECONDS = 1.0
+"""How long the LLM step waits at most for its deltas to be sent."""
+
+
+class StepDeltas:
+    """The ``on_delta`` callback of one LLM step (``generate_with_retry`` passes the attempt)."""
+
+    def __init__(self, publisher: DeltaPublisher, session_id: str, run: int, step: int) -> None:
+        self.publisher = publisher
+        self.session_id = session_id
+        self.run = run
+        self.step = step
+        self._attempts: dict[int, int] = {}
+        self._next_index: dict[int, int] = {}
+
+    def __call__(self, retry_attempt: int, delta: Delta) -> None:
+        """Publish one delta; never raises (a delta is worth less than the model call)."""
+        try:
+            attempt = self._attempts.setdefault(retry_attempt, time.time_ns() // 1000)
+            index = self._next_index.get(retry_attempt, 0)
+            record = DeltaRecord(
+                session_id=self.session_id, run=self.run, step=self.step, attempt=attempt, index=index,
+                **delta.model_dump(),
+            )
+            self._next_index[retry_attempt] = index + self.publisher.publish(record)
+        except Exception:
+            logger.exception("could not publish a token delta (dropped)")
+
+    async def flush(self) -> None:
+        if self._attempts:
+            await asyncio.to_thread(self.publisher.flush, DELTA_FLUSH_TIMEOUT_SECONDS)
+
+
+class LiveState:
+    """The state tracker a tool's context writes through: each ``update`` is applied to the
+    tool's own tracker (what its step records) and its new RFC 6902 operations are
+    published at once as a ``state`` delta of the call, best effort. ``attempt`` is the
+    time the tool step began, so a re-run of the call after a crash supersedes what the
+    lost attempt showed."""
+
+    def __init__(
+        self, tracker: StateTracker, publisher: DeltaPublisher, session_id: str, run: int, step: int,
+        tool_call_id: str, tool_name: str,
+    ) -> None:
+        self.tracker = tracker
+        self._publish: Callable[[DeltaRecord], int] = publisher.publish
+        self._record = {"session_id": session_id, "run": run, "step": step, "tool_call_id": tool_call_id, "tool_name": tool_name}
+        self._attempt = time.time_ns() // 1000
+        self._index = 0
+
+    def get_state(self) -> Any:
+        return self.tracker.get_state()
+
+    def update(self, fn: Callable[[Any], Any]) -> Any:
+        before = self.tracker.get_rfc6902_patches()
+        state = self.tracker.update(fn)
+        added = _added(before, self.tracker.get_rfc6902_patches())
+        if added:
+            try:
+                record = DeltaRecord(kind="state", patch=[dict(op) for op in added], attempt=self._attempt, index=self._index, **self._record)
+                self._index += self._publish(record) or 1
+            except Exception:
+                logger.exception("could not publish a live state patch (dropped)")
+        return state
+
+
+def _added(before: list[JsonPatchOperation], after: list[JsonPatchOperation]) -> list[JsonPatchOperation]:
+    """The operations of ``after`` that ``before`` did not have (each counted once), in order.
+
+    >>> _added([{"op": "add", "path": "/n/-", "value": 1}],
+    ...        [{"op": "add", "path": "/n/-", "value": 1}, {"op": "add", "path": "/n/-", "value": 1}])
+    [{'op': 'add', 'path': '/n/-', 'value': 1}]
+    """
+    remaining = list(before)
+    added: list[JsonPatchOperation] = []
+    for op in after:
+        if op in remaining:
+            remaining.remove(op)
+        else:
+            added.append(op)
+    return added

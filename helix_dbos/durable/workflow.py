@@ -37,8 +37,7 @@ from helix_dbos.durable.payloads import (
     WaitRequest,
     waiter_workflow_id,
 )
-from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.scope import RunScope
+from helix_dbos.durable.runtime import RunScope, current_runtime
 from helix_dbos.durable.streaming import live_events_written
 from helix_dbos.observability import points as observe
 from helix_dbos.text import storable

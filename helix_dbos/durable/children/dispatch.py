@@ -25,8 +25,7 @@ from dbos import DBOS, SetWorkflowID
 from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.children.remote_dispatch import run_remote_child
 from helix_dbos.durable.payloads import RunRequest, continued_by, run_workflow_id
-from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.scope import RunScope
+from helix_dbos.durable.runtime import RunScope, current_runtime
 from helix_dbos.durable.streaming import StepEvents, live_events_written, tool_result_events
 from helix_dbos.events import SubAgentFinishEvent, SubAgentStartEvent
 from helix_dbos.observability import points as observe

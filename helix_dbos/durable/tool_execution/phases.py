@@ -14,12 +14,10 @@ from typing import Any
 
 from dbos import DBOS
 
-from helix_dbos.durable.payloads import ToolOutcome
-from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.scope import RunScope
+from helix_dbos.durable.payloads import ToolOutcome, call_digest, tool_outcome
+from helix_dbos.durable.runtime import RunScope, current_runtime
 from helix_dbos.durable.streaming import StepEvents, outcome_events
-from helix_dbos.durable.tool_execution.step import run_tool, tool_outcome
-from helix_dbos.durable.tool_execution.call import call_digest
+from helix_dbos.durable.tool_execution.call import run_tool
 from helix_dbos.types import FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, ParsedSubAgentCall, ParsedToolCall
 
 
