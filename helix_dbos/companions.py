@@ -1,4 +1,4 @@
-"""Persistent sub-agents ("companions", seed 004): children a parent can talk to again.
+"""Persistent sub-agents ("companions"): children a parent can talk to again.
 
 An agent configured with ``persistent_agents`` gets the companion tools, which the model
 uses to start, message, watch and stop long-lived children::

@@ -1,4 +1,4 @@
-"""Remote sub-agents (seed 004): a sub-agent served by another helix agent server.
+"""Remote sub-agents: a sub-agent served by another helix agent server.
 
     researcher = create_remote_sub_agent_tool(
         "researcher", "http://research.internal:8000/agents", agent="deep-researcher",

@@ -229,7 +229,7 @@ def answer(
     """Validate an answer, record it (first answer wins) and deliver it to the waiting run.
 
     ``session_id`` is the session that made the call or its root session (a call of a
-    sub-agent may be answered against the root, as seed 004 has it). An answer is taken
+    sub-agent may be answered against the root). An answer is taken
     only before the call's deadline, by the database's clock, read under the call's row
     lock in the transaction that records it. Raises :class:`SessionNotFoundError`,
     :class:`ToolCallNotPendingError` (unknown, timed out, cancelled, or waiting for the

@@ -2,7 +2,7 @@
 
 Client-executed tools and calls that need approval are recorded as pending, each with
 ONE absolute deadline taken from the database's clock (``now() + timeout``) in the
-checkpointed suspend transaction. The run then parks (``durable/parking.py``): its
+checkpointed suspend transaction. The run then parks (``durable/workflow.py``): its
 workflow ends and frees its queue slot, and a small waiter workflow of the step waits
 for all the calls at once::
 

@@ -17,6 +17,9 @@ so a replay calls it again harmlessly and gets the same answer.
 The step's stream events are written as they happen, each keyed so that a replay writes
 nothing twice (``durable/streaming.py``); the commit writes the ones still missing.
 
+The LLM step's body is :func:`call_llm`; its checkpoint is read back with
+:func:`~helix_dbos.durable.payloads.llm_output`.
+
 The loop keeps the transcript and the state in memory. It reads them once, at the start
 of the run, from the append-only logs as of the run's first step, so a recovered run
 rebuilds exactly what the crashed one had before replaying its checkpointed steps.
@@ -218,7 +221,7 @@ class AgentLoop:
         phase1.sort(key=lambda o: order[o.tool_call_id])
         phase1_writes = merge_step_writes([o.writes for o in phase1])
         state = apply_step_writes(self.state, phase1_writes)
-        if phase1_writes:  # parallel tools' writes merge in call order (seed 002): one patch
+        if phase1_writes:  # parallel tools' writes merge in call order: one patch
             # published now when more of the step follows; else the commit, which comes at once, writes it
             more = calls.finishers or calls.companions or calls.children or plan.pending_sub_agent_calls
             emit = out.events.publish if more else out.events.add
@@ -281,7 +284,7 @@ class AgentLoop:
     # --- deciding how the step ends -----------------------------------------------------
 
     async def _decide(self, step_result: StepResult, plan: StepProcessingPlan, out: StepOutput) -> Terminal | None:
-        """How the step ends the run, if it does, in seed 000's priority order: structured
+        """How the step ends the run, if it does, in this order: structured
         output (or ``__finish__``), an error with ``should_stop``, then (for tool steps)
         finishWith and the runaway guard, a step without tool calls, and last
         ``max_steps`` / ``stop_when`` over this run's steps. An error step with
@@ -308,11 +311,11 @@ class AgentLoop:
 
     def _stop_info(self) -> StopInfo:
         """What ``max_steps`` and ``stop_when`` see: this run's steps and usage (the
-        budget is per run, seed 001), not the session's."""
+        budget is per run), not the session's."""
         return StopInfo(steps=self.steps, step_count=len(self.steps), usage=self.usage)
 
     def _finish_with_terminal(self, outcomes: list[ToolOutcome]) -> Terminal | None:
-        """The first successful finishWith call completes the agent (seed 003)."""
+        """The first successful finishWith call completes the agent."""
         described = [
             self.scope.tool(o.tool_name).outcome(o.tool_call_id, output=o.result, error=o.error) for o in outcomes
         ]

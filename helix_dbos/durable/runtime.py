@@ -326,7 +326,7 @@ def _not_the_child(request: RunRequest, owner: tuple[str | None, str | None]) ->
 
 
 def _add_input_messages(conn: Any, request: RunRequest, row: dict[str, Any]) -> int:
-    """Heal a legacy dangling ``__finish__`` and append the user's message."""
+    """Pair a ``__finish__`` call the history left without a result, and append the user's message."""
     new: list[Message] = []
     if request.kind == "execute" and row["message_count"] > 0:
         dangling = find_unpaired_finish_call_id(reads.load_messages_since_last_assistant(conn, request.session_id))

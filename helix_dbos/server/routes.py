@@ -1,4 +1,4 @@
-"""The agent server's routes (seed 004's names), over the executor and the operator
+"""The agent server's routes, over the executor and the operator
 commands: every one works whichever process started the run, because everything it
 reads or asks goes through the database (and DBOS), not through in-memory handles.
 

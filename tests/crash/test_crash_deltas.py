@@ -1,4 +1,4 @@
-"""Crash test for token deltas (issue 15): SIGKILL a real worker while its model streams,
+"""Crash test for token deltas: SIGKILL a real worker while its model streams,
 recover, and check what a consumer that listened throughout received.
 
 The killed attempt's deltas stay tagged with their attempt; the re-run of the LLM step

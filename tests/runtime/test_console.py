@@ -1,4 +1,4 @@
-"""The operator console (issue 16) on a real uvicorn: the inbox, answers through forms
+"""The operator console on a real uvicorn: the inbox, answers through forms
 (approver = the signed-in principal), CSRF refusals that change nothing, hostile text shown
 inert, a client result that does not validate shown again with nothing lost, session
 pages and controls; and a real headless Chromium approving a call and seeing the run end."""

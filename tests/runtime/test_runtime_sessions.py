@@ -1,4 +1,4 @@
-"""Sessions and runs (seed 004): turns, busy sessions, idempotent starts, continuing a
+"""Sessions and runs: turns, busy sessions, idempotent starts, continuing a
 completed structured-output session, the legacy ``__finish__`` heal, and bad input."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The agent server (issue 16) over a real uvicorn on 127.0.0.1, with httpx: every route's
+"""The agent server over a real uvicorn on 127.0.0.1, with httpx: every route's
 success and error cases, fail-closed auth, and SSE resumed after a dropped connection
 with no event lost or repeated. ``helix-dbos serve`` runs as a process of its own."""
 

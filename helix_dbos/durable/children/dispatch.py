@@ -48,7 +48,7 @@ async def run_children(
 
     While children run the parent waits for them: ``on_agent_suspended("awaiting_children",
     call ids)`` fires before the first starts, ``on_agent_resumed("awaiting_children")``
-    after the last ended (seed 004), with the pre-step state.
+    after the last ended, with the pre-step state.
     """
     results: list[ToolResultMessage] = []
     dispatched: list[tuple[ParsedSubAgentCall, RunRequest]] = []
