@@ -72,7 +72,7 @@ HookName = Literal[
 class AgentHooks:
     """Optional lifecycle callbacks, each sync or async. The runtime fires them with
     :meth:`fire`; for one tool call the order is ``before_tool`` → execute →
-    ``on_state_change`` → ``on_message`` → ``after_tool`` (seed 004).
+    ``on_state_change`` → ``on_message`` → ``after_tool``.
 
     Signatures (``HookContext`` / ``ToolContext`` from :mod:`helix_dbos.tools`)::
 
@@ -81,7 +81,7 @@ class AgentHooks:
         on_state_change(state: dict, ctx: HookContext)          # state after the change
         on_message(message: Message, ctx: HookContext)          # each message appended
         on_agent_complete(result: AgentResult, ctx: HookContext)
-        on_step_finish(step: StepInfo, ctx: HookContext)        # the step's anatomy (seed 001)
+        on_step_finish(step: StepInfo, ctx: HookContext)        # the step: result, usage, messages
         on_agent_suspended(reason: SuspensionReason, tool_call_ids: list[str], ctx: HookContext)
         on_agent_resumed(reason: SuspensionReason, ctx: HookContext)
     """
@@ -189,12 +189,12 @@ class AgentConfig:
 
     def system_prompt_for(self, custom_state: Any) -> str:
         """The system prompt for the current state, with the "## Output Requirement"
-        section when the agent must finish through a tool (seed 003)."""
+        section when the agent must finish through a tool."""
         prompt = resolve_system_prompt(self.system_prompt, custom_state)
         return with_output_requirement(prompt, self.finish_tool_name)
 
     async def should_stop(self, info: StopInfo) -> bool:
-        """``max_steps`` OR-ed with ``stop_when`` (seed 001) over one run's ``StopInfo``,
+        """``max_steps`` OR-ed with ``stop_when`` over one run's ``StopInfo``,
         evaluated after each step that did not end the run by itself."""
         return await compile_stop_conditions(self.max_steps, self.stop_when)(info)
 

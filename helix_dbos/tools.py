@@ -18,9 +18,9 @@
 ``execute`` may be sync or async and receives the validated input model and a
 :class:`ToolContext`. ``timeout`` (seconds; else the agent's ``tool_timeout``) bounds a
 call: at the deadline ``ctx.abort_signal`` is set and the model gets an error result. ``execute="client"`` makes a client-executed tool: the runtime
-suspends and waits for the result to be submitted (seed 004). ``finish_with=True`` makes
-a tool whose successful output completes the agent (seed 003). ``require_approval``
-gates a call on a human decision (seed 004).
+suspends and waits for the result to be submitted. ``finish_with=True`` makes
+a tool whose successful output completes the agent. ``require_approval``
+gates a call on a human decision.
 
 This module does no I/O; the runtime calls :meth:`Tool.parse_input`,
 :meth:`Tool.needs_approval`, :meth:`Tool.run`, :meth:`Tool.dump_output` and
@@ -96,7 +96,7 @@ class HookContext:
     """What hooks (and tools) see of the running agent: identity and custom state.
 
     ``get_state()`` reads the session's custom state; ``update_state(fn)`` changes it
-    through the state tracker (``fn`` receives a mutable draft, as in seed 002)::
+    through the state tracker (``fn`` receives a mutable draft)::
 
         ctx.update_state(lambda draft: draft.update(last_saved_id=saved_id))
     """
@@ -234,7 +234,7 @@ class ToolContext(HookContext):
     def emit(self, event_type: str, data: Any = None) -> _Emitted:
         """Emit a custom event; ``data`` must be JSON-able (pydantic models are dumped).
 
-        Synchronous; may also be awaited (``await ctx.emit(...)``) as in the seeds.
+        Synchronous; may also be awaited (``await ctx.emit(...)``).
         """
         event = ToolEvent(type=event_type, data=to_json_value(data))
         self.events.append(event)

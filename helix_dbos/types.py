@@ -7,7 +7,7 @@ results can be stored as ``jsonb`` and read by people and other processes::
     >>> AssistantMessage.model_validate_json(msg.model_dump_json()) == msg
     True
 
-Field names are snake_case; the seed documents' camelCase names map one to one
+Field names are snake_case; each maps one to one to a camelCase name
 (``toolCalls`` -> ``tool_calls``, ``stopReason`` -> ``stop_reason``).
 """
 
@@ -28,7 +28,7 @@ StopReason = Literal[
     "error",
     "unknown",
 ]
-"""Why the model stopped generating (seed 000). Error reasons make a run fail."""
+"""Why the model stopped generating. Error reasons make a run fail."""
 
 SUB_AGENT_TOOL_PREFIX = "subagent__"
 COMPANION_TOOL_PREFIX = "companion__"
@@ -258,7 +258,7 @@ class AgentResult(_Model):
 
 
 class StepInfo(_Model):
-    """One agent step as ``on_step_finish`` sees it (seed 001's step anatomy)::
+    """One agent step as ``on_step_finish`` sees it::
 
         def on_step_finish(step: StepInfo, ctx: HookContext) -> None:
             print(step.step, step.step_type, step.type, len(step.tool_calls), step.usage.total_tokens)
@@ -270,7 +270,7 @@ class StepInfo(_Model):
     """The session's step number (``ctx.step``)."""
     step_type: Literal["initial", "tool_result"]
     """``initial`` for the first step of a run, ``tool_result`` for a step that follows
-    tool results (seed 001's ``stepType``)."""
+    tool results."""
     type: Literal["text", "tool_calls", "structured_output", "error"]
     """What the model answered (the :data:`StepResult` kind)."""
     text: str = ""
@@ -283,7 +283,7 @@ class StepInfo(_Model):
     """Their results, in call order; ``is_error`` marks a tool that failed, got invalid
     arguments or was refused."""
     stop_reason: StopReason | None = None
-    """Why the model stopped (seed 001's ``finishReason``)."""
+    """Why the model stopped."""
     error: str | None = None
     """The model call's error, for an ``error`` step."""
     usage: Usage = Field(default_factory=Usage)

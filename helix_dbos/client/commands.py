@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from helix_dbos import ids
 from helix_dbos.answers import ApprovalResponse, ClientToolResult, SubmitOutcome, ToolAnswer, answer_topic
 from helix_dbos.client.workflows import ClientWorkflows, Workflows
-from helix_dbos.durable.requests import RunRequest, run_workflow_id
+from helix_dbos.durable.payloads import RunRequest, run_workflow_id
 from helix_dbos.errors import (
     HelixError,
     InvalidToolResultError,
@@ -53,7 +53,7 @@ from helix_dbos.store.records import (
     UsageSummary,
 )
 from helix_dbos.store.retention import Cutoff
-from helix_dbos.store.transient import retry_or_unavailable
+from helix_dbos.store.retry import retry_or_unavailable
 from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
 
@@ -229,7 +229,7 @@ def answer(
     """Validate an answer, record it (first answer wins) and deliver it to the waiting run.
 
     ``session_id`` is the session that made the call or its root session (a call of a
-    sub-agent may be answered against the root, as seed 004 has it). An answer is taken
+    sub-agent may be answered against the root). An answer is taken
     only before the call's deadline, by the database's clock, read under the call's row
     lock in the transaction that records it. Raises :class:`SessionNotFoundError`,
     :class:`ToolCallNotPendingError` (unknown, timed out, cancelled, or waiting for the

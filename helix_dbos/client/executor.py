@@ -38,7 +38,7 @@ from helix_dbos.client.streams import follow_events
 from helix_dbos.client.workflows import LocalWorkflows
 from helix_dbos.database import resolve_database_url
 from helix_dbos.deltas import DeltaRecord
-from helix_dbos.durable.requests import RunRequest, run_workflow_id
+from helix_dbos.durable.payloads import RunRequest, run_workflow_id
 from helix_dbos.durable.runtime import AgentRuntime, current_runtime, install_runtime
 from helix_dbos.durable.workflow import agent_run_workflow
 from helix_dbos.errors import HelixError, SessionNotFoundError, WorkflowContextError
@@ -47,7 +47,7 @@ from helix_dbos.logs import AnyLogger, EventLog
 from helix_dbos.store import reads
 from helix_dbos.store.migrations import check_schema, migrate
 from helix_dbos.store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord, UsageSummary
-from helix_dbos.store.transient import recognize_lost_connections
+from helix_dbos.store.retry import recognize_lost_connections
 from helix_dbos.text import require_storable
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from dbos import DBOS, WorkflowStatusString
 from dbos import error as dbos_errors
 
-from helix_dbos.durable.requests import continued_by
+from helix_dbos.durable.payloads import continued_by
 from helix_dbos.errors import HelixError, WorkflowContextError
 from helix_dbos.types import AgentResult
 

@@ -28,7 +28,7 @@ from helix_dbos.client.leases import Drained, current_lease, default_executor_id
 from helix_dbos.client.queues import QueueSettings, register_queue
 from helix_dbos.database import resolve_database_url
 from helix_dbos.errors import ConfigurationError
-from helix_dbos.durable.requests import WAITER_WORKFLOW_NAME, WORKFLOW_PROTOCOL_VERSION
+from helix_dbos.durable.payloads import WAITER_WORKFLOW_NAME, WORKFLOW_PROTOCOL_VERSION
 from helix_dbos.llm import LLMAdapter
 
 DEFAULT_APP_NAME = "helix-dbos"

@@ -47,7 +47,7 @@ from helix_dbos.database import libpq_url
 from helix_dbos.errors import ConfigurationError, DatabaseError, ExecutorIdInUseError
 from helix_dbos.logs import EventLog
 from helix_dbos.store import workers as store
-from helix_dbos.store.transient import is_transient
+from helix_dbos.store.retry import is_transient
 
 TTL_ENV = "HELIX_LEASE_TTL"
 RENEW_ENV = "HELIX_LEASE_RENEW"

@@ -2,7 +2,7 @@
 
 The database wakes readers with ``NOTIFY helix_events, '<session id>'`` when a session's
 events commit, and publishes token deltas on per-session channels
-(``helix_dbos.store.deltas``). :class:`Notifications` holds the only listening
+(``helix_dbos.store.delta_channels``). :class:`Notifications` holds the only listening
 connection: it listens on ``helix_events`` for as long as it runs and on a session's
 delta channel while a subscriber wants that session's deltas, and hands each
 notification to the subscribers of its session only::
@@ -36,7 +36,7 @@ from pydantic import ValidationError
 
 from helix_dbos.database import libpq_url
 from helix_dbos.deltas import DeltaRecord
-from helix_dbos.store.deltas import delta_channel
+from helix_dbos.store.delta_channels import delta_channel
 
 logger = logging.getLogger("helix_dbos.notifications")
 

@@ -192,7 +192,7 @@ class RunEnqueuer:
         :class:`~helix_dbos.errors.DatabaseUnavailableError`, never a driver error.
         """
         from helix_dbos.client import commands
-        from helix_dbos.durable.requests import run_workflow_id
+        from helix_dbos.durable.payloads import run_workflow_id
 
         request = commands.plan_run(self.engine, agent_name, input, session_id)
         workflow_id = run_workflow_id(request.session_id, request.run)

@@ -6,7 +6,7 @@ written as they happen (a step's ``step_start`` before its model call, a tool's 
 when the tool ends: docs/architecture.md, "The durable event stream"); a trigger sends ``NOTIFY helix_events, '<session id>'``. A reader
 blocks on the notification and reads what is new, so it never busy-polls. Deltas are never
 stored: the LLM step publishes each on the session's own channel
-(``helix_dbos.store.deltas``), and a reader with ``deltas=True`` LISTENs there too and
+(``helix_dbos.store.delta_channels``), and a reader with ``deltas=True`` LISTENs there too and
 yields them, in the order they were published, between the durable events::
 
     >>> for item in follow_events(url, "s1", engine=engine, deltas=True):   # doctest: +SKIP
@@ -33,7 +33,7 @@ from helix_dbos.database import libpq_url
 from helix_dbos.deltas import DeltaRecord
 from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos.store import reads
-from helix_dbos.store.deltas import delta_channel, listen_statement
+from helix_dbos.store.delta_channels import delta_channel, listen_statement
 from helix_dbos.store.records import EventRecord
 
 _SAFETY_WAKEUP_SECONDS = 5.0

@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from dbos import WorkflowSerializationFormat
 from pydantic import ValidationError
 
-from helix_dbos.durable.requests import WORKFLOW_NAME, RunRequest
-from helix_dbos.store.transient import recognize_lost_connections
+from helix_dbos.durable.payloads import WORKFLOW_NAME, RunRequest
+from helix_dbos.store.retry import recognize_lost_connections
 
 PORTABLE = WorkflowSerializationFormat.PORTABLE
 """Everything helix sends or enqueues is portable JSON: readable by anyone, never unpickled."""

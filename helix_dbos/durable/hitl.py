@@ -2,7 +2,7 @@
 
 Client-executed tools and calls that need approval are recorded as pending, each with
 ONE absolute deadline taken from the database's clock (``now() + timeout``) in the
-checkpointed suspend transaction. The run then parks (``durable/parking.py``): its
+checkpointed suspend transaction. The run then parks (``durable/workflow.py``): its
 workflow ends and frees its queue slot, and a small waiter workflow of the step waits
 for all the calls at once::
 
@@ -35,13 +35,12 @@ from dbos import DBOS
 
 from helix_dbos.answers import answer_topic, outcome_error
 from helix_dbos.durable.hooks import fire_hook
-from helix_dbos.durable.requests import ToolOutcome, waiter_workflow_id
-from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.scope import RunScope
-from helix_dbos.durable.step_events import StepEvents, outcome_events
-from helix_dbos.durable.steps import evaluate_approval
-from helix_dbos.durable.tool_phases import start_parallel
+from helix_dbos.durable.payloads import ToolJob, ToolOutcome, waiter_workflow_id
+from helix_dbos.durable.runtime import RunScope, current_runtime
+from helix_dbos.durable.streaming import StepEvents, outcome_events
+from helix_dbos.durable.tool_execution.phases import start_parallel
 from helix_dbos.store.records import WaitState
+from helix_dbos.tools import ReadOnlyState, ToolContext
 from helix_dbos.types import ParsedToolCall, SessionStatus
 
 WAIT_FOREVER_SECONDS = 10 * 365 * 24 * 3600.0
@@ -72,6 +71,32 @@ async def gate(scope: RunScope, step_no: int, calls: list[ParsedToolCall], base:
         needing: list[str] = await DBOS.run_step_async({"name": "approval_gate"}, evaluate_approval, jobs)
         gates.update({call_id: "approval" for call_id in needing})
     return gates
+
+
+APPROVAL_READ_ONLY = (
+    "require_approval predicates only decide whether a call waits for approval, and this one now asks for it"
+    " (as any predicate that raises does)"
+)
+
+
+def evaluate_approval(jobs: list[ToolJob]) -> list[str]:
+    """The approval-gate step: ids of the calls whose ``require_approval`` predicate asks
+    for approval (it fails closed: a predicate that raises asks). The predicate's
+    ``ctx.update_state`` raises :class:`ReadOnlyStateError`: a decision changes nothing."""
+    runtime = current_runtime()
+    needing = []
+    for job in jobs:
+        agent = runtime.agent(job.agent_name)
+        tool = agent.get_tool(job.call.name)
+        assert tool is not None
+        ctx = ToolContext(job.session_id, job.call.id, agent.name, job.step, ReadOnlyState(job.base_state, APPROVAL_READ_ONLY))
+        try:
+            tool_input = tool.parse_input(job.call.arguments)
+        except Exception:
+            continue  # invalid input never runs: the tool step reports it
+        if tool.needs_approval(tool_input, ctx):
+            needing.append(job.call.id)
+    return needing
 
 
 def suspension_status(gates: Gates) -> SessionStatus:

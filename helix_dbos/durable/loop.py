@@ -15,7 +15,10 @@ this run committed already is recognized by its key and not written again),
 so a replay calls it again harmlessly and gets the same answer.
 
 The step's stream events are written as they happen, each keyed so that a replay writes
-nothing twice (``durable/step_events.py``); the commit writes the ones still missing.
+nothing twice (``durable/streaming.py``); the commit writes the ones still missing.
+
+The LLM step's body is :func:`call_llm`; its checkpoint is read back with
+:func:`~helix_dbos.durable.payloads.llm_output`.
 
 The loop keeps the transcript and the state in memory. It reads them once, at the start
 of the run, from the append-only logs as of the run's first step, so a recovered run
@@ -31,31 +34,24 @@ from typing import Any
 from dbos import DBOS
 
 from helix_dbos.durable import hitl
-from helix_dbos.durable.companions import run_companion_calls, take_notices
-from helix_dbos.durable.dispatch import run_children
-from helix_dbos.durable.hook_state import HookState
-from helix_dbos.durable.hooks import fire_hook
-from helix_dbos.durable.requests import ParkedStep, RunStart, ToolOutcome
-from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.scope import (
-    RunScope,
-    in_call_order,
-    step_info,
-    terminal_events,
-    step_usage,
-    tool_calls_of,
-    unknown_tool_message,
-)
-from helix_dbos.durable.steps import call_llm, llm_output
-from helix_dbos.durable.tool_phases import classify, run_tool_step, start_parallel
-from helix_dbos.durable.step_events import (
+from helix_dbos.durable.children.companion_calls import run_companion_calls, take_notices
+from helix_dbos.durable.children.dispatch import run_children
+from helix_dbos.durable.hooks import HookState, fire_hook, step_info, tool_calls_of
+from helix_dbos.durable.payloads import ParkedStep, RunStart, ToolOutcome, checkpoint_json, llm_output
+from helix_dbos.durable.runtime import RunScope, current_runtime
+from helix_dbos.durable.streaming import (
+    StepDeltas,
     StepEvents,
     assistant_events,
     outcome_events,
     result_message,
+    step_usage,
+    terminal_events,
     tool_result_events,
 )
+from helix_dbos.durable.tool_execution.phases import classify, run_tool_step, start_parallel
 from helix_dbos.errors import HelixError
+from helix_dbos.llm import generate_with_retry
 from helix_dbos.observability import points as observe
 from helix_dbos.events import StatePatchEvent, StepFinishEvent, StepStartEvent
 from helix_dbos.orchestration import (
@@ -64,6 +60,7 @@ from helix_dbos.orchestration import (
     StopInfo,
     build_messages_for_llm,
     create_assistant_message,
+    create_tool_result_message,
     determine_final_status,
     is_recoverable_error_stop_reason,
     max_tokens_recovery_message,
@@ -105,7 +102,7 @@ class StepOutput:
     terminal: Terminal | None = None
     extra_messages: list[Message] = field(default_factory=list)
     notices: list[UserMessage] = field(default_factory=list)
-    """Companion notices the step took (``durable/companions.py``), before its model call."""
+    """Companion notices the step took (``durable/children/companion_calls.py``), before its model call."""
 
 
 class AgentLoop:
@@ -163,7 +160,7 @@ class AgentLoop:
             self._count_llm(checkpoint)
 
     async def _run_step(self, step_no: int, parked: ParkedStep | None) -> StepOutput | ParkedStep:
-        """One step; its events reach the stream as they happen (``durable/step_events.py``):
+        """One step; its events reach the stream as they happen (``durable/streaming.py``):
         its ``step_start`` is there already, the model's are published once the LLM step is
         checkpointed and a tool's once its step is, the rest come with the commit (which
         writes whatever of the step is still missing). A continuation
@@ -224,7 +221,7 @@ class AgentLoop:
         phase1.sort(key=lambda o: order[o.tool_call_id])
         phase1_writes = merge_step_writes([o.writes for o in phase1])
         state = apply_step_writes(self.state, phase1_writes)
-        if phase1_writes:  # parallel tools' writes merge in call order (seed 002): one patch
+        if phase1_writes:  # parallel tools' writes merge in call order: one patch
             # published now when more of the step follows; else the commit, which comes at once, writes it
             more = calls.finishers or calls.companions or calls.children or plan.pending_sub_agent_calls
             emit = out.events.publish if more else out.events.add
@@ -287,7 +284,7 @@ class AgentLoop:
     # --- deciding how the step ends -----------------------------------------------------
 
     async def _decide(self, step_result: StepResult, plan: StepProcessingPlan, out: StepOutput) -> Terminal | None:
-        """How the step ends the run, if it does, in seed 000's priority order: structured
+        """How the step ends the run, if it does, in this order: structured
         output (or ``__finish__``), an error with ``should_stop``, then (for tool steps)
         finishWith and the runaway guard, a step without tool calls, and last
         ``max_steps`` / ``stop_when`` over this run's steps. An error step with
@@ -314,11 +311,11 @@ class AgentLoop:
 
     def _stop_info(self) -> StopInfo:
         """What ``max_steps`` and ``stop_when`` see: this run's steps and usage (the
-        budget is per run, seed 001), not the session's."""
+        budget is per run), not the session's."""
         return StopInfo(steps=self.steps, step_count=len(self.steps), usage=self.usage)
 
     def _finish_with_terminal(self, outcomes: list[ToolOutcome]) -> Terminal | None:
-        """The first successful finishWith call completes the agent (seed 003)."""
+        """The first successful finishWith call completes the agent."""
         described = [
             self.scope.tool(o.tool_name).outcome(o.tool_call_id, output=o.result, error=o.error) for o in outcomes
         ]
@@ -386,7 +383,7 @@ class AgentLoop:
 
     async def _after_commit(self, step_no: int, out: StepOutput) -> None:
         """Hooks that observe a committed step (they run again if a recovered run replays it).
-        What they write to the state is saved once, after them (``durable/hook_state.py``)."""
+        What they write to the state is saved once, after them (``durable/hooks.py``)."""
         hooks = self.agent.hooks
         written = HookState(self.state, self.agent.state_schema)
         ctx = written.context(self.scope, step_no)
@@ -413,6 +410,42 @@ class AgentLoop:
             stop_reason=terminal.stop_reason,
             usage=self.usage,
         )
+
+
+async def call_llm(
+    agent_name: str, messages: list[Message], session_id: str, run: int, step: int
+) -> dict[str, Any]:
+    """The LLM step; transient errors are retried inside it. Its checkpoint is JSON:
+    ``{"result": StepResult, "usage": Usage}`` (read back with :func:`llm_output`), with
+    text Postgres cannot store replaced (``helix_dbos.text``), so every tool sees the
+    call ids and arguments the transcript records. A model that
+    streams sends its token deltas to the session's consumers as they arrive
+    (``durable/streaming.py``)."""
+    runtime = current_runtime()
+    agent = runtime.agent(agent_name)
+    deltas = StepDeltas(runtime.deltas, session_id, run, step)
+    with observe.model_call(agent.llm_config.model, session_id, messages) as answered:
+        result, usage = await generate_with_retry(
+            runtime.llm, messages, agent.tool_specs(), agent.llm_config, agent.output_schema, on_delta=deltas
+        )
+        answered(result, usage)
+    await deltas.flush()
+    return {"result": storable(checkpoint_json(result)), "usage": checkpoint_json(usage)}
+
+
+def unknown_tool_message(call: ParsedToolCall) -> ToolResultMessage:
+    return create_tool_result_message(
+        call.id, call.name, success=False, error=f"Unknown tool: {call.name!r} is not a tool of this agent"
+    )
+
+
+def in_call_order(results: list[ToolResultMessage], plan: StepProcessingPlan) -> list[ToolResultMessage]:
+    message_plan = plan.assistant_message_plan
+    if message_plan is None:
+        return results
+    order = {c.id: i for i, c in enumerate(message_plan.tool_calls)}
+    order.update({c.id: len(order) + i for i, c in enumerate(message_plan.sub_agent_calls)})
+    return sorted(results, key=lambda m: order.get(m.tool_call_id, len(order)))
 
 
 async def _stop_if_cancelled() -> None:

@@ -28,7 +28,7 @@ from dbos import DBOS, SetWorkflowID, WorkflowSerializationFormat
 
 from helix_dbos.durable import hitl
 from helix_dbos.durable.loop import AgentLoop
-from helix_dbos.durable.requests import (
+from helix_dbos.durable.payloads import (
     WAITER_WORKFLOW_NAME,
     WORKFLOW_NAME,
     ParkedStep,
@@ -37,9 +37,8 @@ from helix_dbos.durable.requests import (
     WaitRequest,
     waiter_workflow_id,
 )
-from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.scope import RunScope
-from helix_dbos.durable.step_events import live_events_written
+from helix_dbos.durable.runtime import RunScope, current_runtime
+from helix_dbos.durable.streaming import live_events_written
 from helix_dbos.observability import points as observe
 from helix_dbos.text import storable
 from helix_dbos.types import AgentResult

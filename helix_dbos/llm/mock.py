@@ -1,6 +1,6 @@
 """``MockLLMAdapter``: a scripted model for tests, deterministic and picklable.
 
-Queue answers in order (step results, or dicts in the seeds' shape, camelCase allowed)::
+Queue answers in order (step results, or dicts of their fields, snake_case or camelCase)::
 
     mock = MockLLMAdapter()
     mock.add_response({"type": "tool_calls", "toolCalls": [{"id": "t1", "name": "search", "arguments": {"q": "x"}}]})
@@ -171,7 +171,7 @@ class MockLLMAdapter:
 
 
 def to_step_result(response: StepResult | dict[str, Any]) -> StepResult:
-    """Validate a step result given as a model or as a dict (snake_case or the seeds' camelCase).
+    """Validate a step result given as a model or as a dict (snake_case or camelCase keys).
 
     >>> to_step_result({"content": "hi", "shouldStop": True}).should_stop
     True

@@ -1,4 +1,4 @@
-"""Pure step-processing functions of the seeds: no I/O, no DBOS, no database.
+"""Pure step-processing functions: no I/O, no DBOS, no database.
 
 The runtime drives one agent step with them::
 

@@ -1,4 +1,4 @@
-"""The ``__finish__`` history invariant (seed 000): persisted history never contains a
+"""The ``__finish__`` history invariant: persisted history never contains a
 tool call without a matching tool result.
 
 Eager heal, at the step that completes the agent: append the results of
@@ -7,8 +7,8 @@ Eager heal, at the step that completes the agent: append the results of
     >>> synthesize_finish_tool_result("tc1").content
     '{"acknowledged":true}'
 
-Legacy heal, when a session is reopened: :func:`heal_unpaired_finish` pairs a
-``__finish__`` call left dangling by older code.
+Heal on reopen: when a session's history ends with a ``__finish__`` call that has no
+result, :func:`heal_unpaired_finish` pairs it before the next run's input.
 """
 
 from __future__ import annotations

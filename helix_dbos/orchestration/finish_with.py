@@ -1,4 +1,4 @@
-"""Decide whether a step's finishWith tool calls complete the agent (seed 003).
+"""Decide whether a step's finishWith tool calls complete the agent.
 
 After a step's tools have run, the runtime describes each call, in tool-call order, as a
 :class:`ToolCallOutcome` (``Tool.outcome(...)`` builds one) and asks
@@ -23,7 +23,7 @@ After a step's tools have run, the runtime describes each call, in tool-call ord
 
 The runtime then completes the agent (``completed``), fails it (``failed``, with
 ``error``) or runs another step (``continue``). Sub-agents dispatched in the same step
-still run before completion is applied (seed 004).
+still run before completion is applied.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def resolve_finish_with(
     """Resolve a step's outcomes (in tool-call order) into completion, failure or neither.
 
     With ``output_schema``, the winning output is validated against the agent's output
-    schema; output that does not conform is passed through with a warning (seed 003),
+    schema; output that does not conform is passed through with a warning,
     since the tool's side effects have already happened.
     """
     winner = next((o for o in outcomes if o.finish_with and o.succeeded), None)

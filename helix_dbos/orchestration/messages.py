@@ -1,7 +1,7 @@
-"""Build the messages of the conversation history (seed 000, "Message Building").
+"""Build the messages of the conversation history.
 
 Builders return new objects and never mutate their inputs, so every step's history is
-a fresh list and earlier ones stay stable (seed 001, "Immutable message history")::
+a fresh list and earlier ones stay stable::
 
     >>> create_tool_result_message("tc1", "search", {"items": ["a", "b"]}).content
     '{"items":["a","b"]}'

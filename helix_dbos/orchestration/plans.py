@@ -1,4 +1,4 @@
-"""The data a step plan is made of (seed 000, ``StepProcessingPlan``).
+"""The data a step plan is made of.
 
 Plans are pydantic models, so the runtime can return them from a DBOS step and store
 them as JSON::
@@ -46,9 +46,8 @@ class FinishToolError(_Plan):
 
 
 class StepProcessingPlan(_Plan):
-    """Everything the runtime needs to apply one step (seed 000 ``StepProcessingPlan``).
-
-    Beyond the seed's fields:
+    """Everything the runtime needs to apply one step. Besides the
+    assistant message to append and the calls to run:
 
     - ``finish_tool_call_id``: the ``__finish__`` call that completed the agent; the runtime
       appends its synthetic ``{"acknowledged":true}`` result.

@@ -1,5 +1,5 @@
 """Prompt text the framework writes: system prompt resolution, the output requirement
-section (seed 003) and the ``max_tokens`` recovery nudge (seed 000)::
+section and the ``max_tokens`` recovery nudge::
 
     >>> print(output_requirement_section("submit_answer"))
     ## Output Requirement

@@ -1,4 +1,4 @@
-"""The runaway guard (seed 001): a tool that errors on three consecutive steps stops the
+"""The runaway guard: a tool that errors on three consecutive steps stops the
 loop regardless of ``max_steps``; one success resets that tool's counter::
 
     >>> from helix_dbos.types import ToolResultMessage

@@ -1,4 +1,4 @@
-"""Plan what to do with one LLM step result (seed 000, ``planStepProcessing``).
+"""Plan what to do with one LLM step result.
 
 The plan is pure data; the runtime applies it::
 
@@ -44,7 +44,7 @@ logger = logging.getLogger("helix_dbos")
 def plan_step_processing(
     step_result: StepResult, output_schema: type[BaseModel] | None = None
 ) -> StepProcessingPlan:
-    """Analyse one step result and plan the next actions (seed 000).
+    """Analyse one step result and plan the next actions.
 
     ``output_schema`` validates ``__finish__`` arguments (and, best effort, native
     structured output). Without it, ``__finish__`` arguments are the output as given.

@@ -1,4 +1,4 @@
-"""Stop conditions over the loop state (seed 001, ``stopWhen``).
+"""Stop conditions over the loop state (an agent's ``stop_when``).
 
 A :data:`StopCondition` is a plain function of :class:`StopInfo`, sync or async.
 ``max_steps`` is itself compiled into a condition and OR-ed with the rest, so

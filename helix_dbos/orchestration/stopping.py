@@ -1,5 +1,5 @@
-"""Whether to stop, and how a run ends (seed 000 "Stop Condition Checking"; seed 001
-"Stop on tool-call count, not finishReason")::
+"""Whether to stop, and how a run ends. A step with tool calls goes on
+whatever stop reason the model gave::
 
     >>> from helix_dbos.types import TextStepResult
     >>> should_stop_execution(TextStepResult(content="hi"), 10, StopConfig(max_steps=10))
@@ -26,7 +26,7 @@ from helix_dbos.types import (
 ERROR_STOP_REASONS: frozenset[StopReason] = frozenset(
     {"max_tokens", "content_filter", "refusal", "error", "unknown"}
 )
-"""Stop reasons that make a run fail (seed 000 ``determineFinalStatus``)."""
+"""Stop reasons that make a run fail."""
 
 RECOVERABLE_ERROR_STOP_REASONS: frozenset[StopReason] = frozenset({"max_tokens"})
 """Error stop reasons an agent with an output schema retries (with a correction message)."""
@@ -36,8 +36,8 @@ RECOVERABLE_ERROR_STOP_REASONS: frozenset[StopReason] = frozenset({"max_tokens"}
 class StopConfig:
     """Limits checked by :func:`should_stop_execution`.
 
-    ``stop_when`` is the seed 000 predicate over the step result (sync). The seed 001
-    stop conditions over the loop state are compiled by ``compile_stop_conditions``.
+    ``stop_when`` is a predicate over the step result (sync). The agent's stop
+    conditions over the loop state are compiled by ``compile_stop_conditions``.
     """
 
     max_steps: int | None = None
@@ -45,7 +45,7 @@ class StopConfig:
 
 
 def should_stop_execution(step_result: StepResult, step_count: int, config: StopConfig) -> bool:
-    """Whether the agent stops after this step, checked in the seed's priority order:
+    """Whether the agent stops after this step, checked in this order:
     structured output, error with ``should_stop``, text with ``should_stop``, max steps,
     custom ``stop_when``.
     """

@@ -68,8 +68,8 @@ def conform_output(value: Any, schema: type[BaseModel] | None, *, source: str) -
     """Best-effort validation for outputs that cannot be sent back to the model.
 
     A native structured output or a finishWith tool's (transformed) output that fails
-    ``schema`` is passed through unchanged with a loud warning listing the issues
-    (seed 003, "Observability"), instead of being silently accepted.
+    ``schema`` is passed through unchanged with a loud warning listing the issues,
+    instead of being silently accepted.
     """
     json_value = to_json_value(value)
     if schema is None:

@@ -1,4 +1,4 @@
-"""The agent server (seed 004): your agents over HTTP, mountable in your DBOS web app.
+"""The agent server: your agents over HTTP, mountable in your DBOS web app.
 
     from helix_dbos.server import create_app
 

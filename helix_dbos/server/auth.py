@@ -1,6 +1,6 @@
 """Who may call the server: the ``authenticate`` hook, applied to every route.
 
-Seed 004's rule is fail-closed: :func:`~helix_dbos.server.create_app` refuses to build
+Authentication fails closed: :func:`~helix_dbos.server.create_app` refuses to build
 without a hook unless told ``allow_unauthenticated=True``. The hook gets the request and
 returns who is calling (any object; its ``str()`` names an approver), ``None`` for "not
 authenticated" (401), or raises :class:`Forbidden` (403)::

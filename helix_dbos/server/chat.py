@@ -37,7 +37,7 @@ from helix_dbos.client.executor import DBOSAgentExecutor
 from helix_dbos.client.live import CAUGHT_UP, IDLE, LiveStreams
 from helix_dbos.client.notifications import Subscription
 from helix_dbos.deltas import DeltaRecord
-from helix_dbos.durable.requests import run_workflow_id
+from helix_dbos.durable.payloads import run_workflow_id
 from helix_dbos.errors import AgentNotRegisteredError, SessionNotFoundError, ToolCallNotPendingError
 from helix_dbos.server.bodies import AbortBody, SubmitBody
 from helix_dbos.server.chat_request import ChatRequest, answered_calls, answers, user_text

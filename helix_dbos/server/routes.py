@@ -1,4 +1,4 @@
-"""The agent server's routes (seed 004's names), over the executor and the operator
+"""The agent server's routes, over the executor and the operator
 commands: every one works whichever process started the run, because everything it
 reads or asks goes through the database (and DBOS), not through in-memory handles.
 
@@ -25,7 +25,7 @@ from helix_dbos.client import commands
 from helix_dbos.client.executor import DBOSAgentExecutor
 from helix_dbos.client.live import IDLE, LiveStreams
 from helix_dbos.deltas import DeltaRecord
-from helix_dbos.durable.requests import run_workflow_id
+from helix_dbos.durable.payloads import run_workflow_id
 from helix_dbos.errors import SessionNotFoundError
 from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos.server.bodies import (

@@ -1,4 +1,4 @@
-"""State tracking (seed 002): drafts in, step writes and RFC 6902 patches out.
+"""State tracking: drafts in, step writes and RFC 6902 patches out.
 
 Tools change agent state through a draft; the tracker records what changed as step
 writes (one op per top-level key: ``append``, ``replace``, ``delete``), which the

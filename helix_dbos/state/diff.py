@@ -2,7 +2,7 @@
 
 The tracker keeps the state as it was at the last reset and as it is now; both are
 immutable nodes sharing every untouched subtree, so the comparison only walks what
-changed. Per top-level key it yields at most one write (seed 002):
+changed. Per top-level key it yields at most one write:
 
 - the deepest place under that key that holds every change: a single changed member
   is written at its own path (``draft.user.profile.name = "Bob"`` replaces

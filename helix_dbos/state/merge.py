@@ -1,4 +1,4 @@
-"""Merging the step writes of several tool calls, in tool-call order (seed 002).
+"""Merging the step writes of several tool calls, in tool-call order.
 
 Tools of one step run in parallel, each from the same committed base; their writes are
 merged in tool-call order:

@@ -1,4 +1,4 @@
-"""RFC 6902 JSON Patch: the wire form of step writes (seed 002).
+"""RFC 6902 JSON Patch: the wire form of step writes.
 
 Patches are derived from step writes, so what is streamed and what is persisted
 cannot drift::
@@ -34,7 +34,7 @@ from helix_dbos.state.writes import StepWrite
 
 
 class JsonPatchOperation(TypedDict):
-    """One RFC 6902 operation, as the seed's ``JSONPatchOperation``."""
+    """One RFC 6902 operation: ``add``, ``remove`` or ``replace`` at ``path`` (a JSON Pointer)."""
 
     op: Literal["add", "remove", "replace"]
     path: str

@@ -1,4 +1,4 @@
-"""StateTracker: draft mutations in, step writes and RFC 6902 patches out (seed 002).
+"""StateTracker: draft mutations in, step writes and RFC 6902 patches out.
 
 ::
 

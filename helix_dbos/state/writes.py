@@ -1,4 +1,4 @@
-"""Step writes: the compact op-list a tool's state changes persist as (seed 002).
+"""Step writes: the compact op-list a tool's state changes persist as.
 
 Each write touches one place, named by ``path``, the list of object keys from the state
 root (a parsed JSON pointer; ``path[0]`` is the top-level key). A tracker emits at most

@@ -24,7 +24,7 @@ def create_engine(url: str, **kwargs: Any) -> sa.Engine:
 
 def create_statement_engine(url: str) -> sa.Engine:
     """An engine for single statements that commit on their own and that the caller runs
-    again on a connection fault (``store.transient.retry_transient``): autocommit, and no
+    again on a connection fault (``store.retry.retry_transient``): autocommit, and no
     ping before each use (a dead connection fails the statement, SQLAlchemy discards it,
     and the retry takes a new one). One round trip per statement, where an engine with
     ``pool_pre_ping`` and a transaction takes four."""

@@ -1,4 +1,4 @@
-"""Crash test for token deltas (issue 15): SIGKILL a real worker while its model streams,
+"""Crash test for token deltas: SIGKILL a real worker while its model streams,
 recover, and check what a consumer that listened throughout received.
 
 The killed attempt's deltas stay tagged with their attempt; the re-run of the LLM step
@@ -21,7 +21,7 @@ import pytest
 
 from helix_dbos.database import libpq_url
 from helix_dbos.deltas import DeltaRecord
-from helix_dbos.store.deltas import listen_statement
+from helix_dbos.store.delta_channels import listen_statement
 from helix_dbos.store.migrations import migrate
 
 from crash_kit import finish, start_worker  # type: ignore[import-not-found]

@@ -1,4 +1,4 @@
-"""Crash test for live events (issue 15): SIGKILL a real worker after some of a step's
+"""Crash test for live events: SIGKILL a real worker after some of a step's
 events are in the durable stream but before the step commits, recover, and the stream
 must be the uninterrupted run's: seq 1..N without a gap, no event key twice, the same
 events in the same order.

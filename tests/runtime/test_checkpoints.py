@@ -16,8 +16,14 @@ from pydantic import BaseModel
 from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, events, rows, text, unique, use_model, wait_for
 
 from helix_dbos import ToolContext, define_agent, define_tool
-from helix_dbos.durable.requests import ToolOutcome, run_workflow_id
-from helix_dbos.durable.steps import checkpoint_json, llm_output, tool_checkpoint, tool_outcome
+from helix_dbos.durable.payloads import (
+    ToolOutcome,
+    checkpoint_json,
+    llm_output,
+    run_workflow_id,
+    tool_checkpoint,
+    tool_outcome,
+)
 from helix_dbos.types import (
     ErrorStepResult,
     ParsedToolCall,

@@ -1,4 +1,4 @@
-"""Persistent sub-agents ("companions", seed 004): every companion tool, both modes, the
+"""Persistent sub-agents ("companions"): every companion tool, both modes, the
 critic loop on a real transcript, notices, terminate and abort."""
 
 from __future__ import annotations

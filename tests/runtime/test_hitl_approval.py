@@ -1,4 +1,4 @@
-"""Approval-gated tools (seed 004), answered from ANOTHER process with the CLI.
+"""Approval-gated tools, answered from ANOTHER process with the CLI.
 
 The run waits in this process's DBOS; every answer comes from a ``helix-dbos``
 subprocess that knows nothing but the database URL (no agent, no DBOS launched), so

@@ -1,4 +1,4 @@
-"""Client-executed tools (seed 004): the run waits for a result submitted from ANOTHER
+"""Client-executed tools: the run waits for a result submitted from ANOTHER
 process, with the CLI or with ``helix_dbos.client.admin`` in a bare ``python -c``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Approval and client-tool deadlines (seed 004): one absolute deadline per gated call.
+"""Approval and client-tool deadlines: one absolute deadline per gated call.
 
 The deadline is recorded, by the database's clock, when the step suspends. Every gated
 call of a step waits at the same time, each against its own deadline; an answer after
@@ -143,7 +143,7 @@ def test_the_run_ignores_an_answer_recorded_after_the_deadline(executor: Any) ->
     """An answer written past the deadline by a writer that skips the submit-time check
     (an older client, a manual INSERT) reaches the run before it reads any message: the
     run compares the answer's recorded time with the deadline and times the call out,
-    with seed 004's timeout path: error result, failed wait usage, hooks."""
+    with the timeout path: error result, failed wait usage, hooks."""
     suspended, release = threading.Event(), threading.Event()
     seen: list[tuple[str, Any]] = []
 

@@ -1,5 +1,5 @@
-"""``on_agent_suspended`` / ``on_agent_resumed`` for ``awaiting_children`` (seed 004's parity
-table): a parent waiting for its sub-agents is suspended on them, and resumed when the
+"""``on_agent_suspended`` / ``on_agent_resumed`` for ``awaiting_children``: a
+parent waiting for its sub-agents is suspended on them, and resumed when the
 last has ended, before the step's messages are observed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Events reach the durable stream when they happen, not at the step's commit (issue 15):
+"""Events reach the durable stream when they happen, not at the step's commit:
 another process sees ``step_start`` and ``tool_call`` while a 2-second tool still runs, a
 tool's result as soon as it ends, and a child's events in its parent's stream while the
 child runs. Writing a step's events again (a replay, the commit) writes nothing."""

@@ -1,4 +1,4 @@
-"""Logging as seed 004 asks: silent by default (no stderr, no DBOS traceback from a normal
+"""Logging: silent by default (no stderr, no DBOS traceback from a normal
 abort), an injectable logger (a standard ``logging.Logger`` or a structlog-style one), and
 the structured events ``client_tool.suspended`` / ``.submitted`` / ``.timeout`` /
 ``.validation_failed`` and ``subagent.dispatch_failed``."""

@@ -1,5 +1,5 @@
 """``helix-dbos prune`` / ``admin.prune``: finished session trees go with their DBOS
-workflows, in batches; nothing of a live session is touched (issue 19).
+workflows, in batches; nothing of a live session is touched.
 
 The database is the runtime suite's, shared with other modules: each test checks its own
 sessions, and prunes with a cutoff taken after its old sessions finished.

@@ -1,4 +1,4 @@
-"""Results and metadata (seeds 001, 004): the run's usage on its result and its ``finish``
+"""Results and metadata: the run's usage on its result and its ``finish``
 event, ``stop_reason`` for a run completed through ``__finish__``, the step anatomy
 ``on_step_finish`` receives, and ``get_current_run`` on the executor and the admin API."""
 

@@ -1,9 +1,9 @@
-"""The step budget and how a step ends a run, on a real Postgres (seeds 000 and 001).
+"""The step budget and how a step ends a run, on a real Postgres.
 
 ``max_steps`` and every ``stop_when`` condition see one scope: the current run (one
 turn of a session, or the run a resume starts), never the session's running total.
 An error step stops the run only when it says ``should_stop``; otherwise the model is
-asked again. Where several reasons to stop meet in one step, seed 000's priority order
+asked again. Where several reasons to stop meet in one step, this order
 decides: structured output, error with ``should_stop``, text, then ``max_steps`` and
 ``stop_when``.
 """
@@ -205,7 +205,7 @@ def test_error_steps_without_should_stop_still_use_up_the_budget(executor):
     assert [m.role for m in executor.get_session(handle.session_id).messages] == ["user"]
 
 
-# --- seed 000's priority order where several reasons meet in one step -----------------------------
+# --- the order of the reasons to stop where several meet in one step ------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Lifecycle hooks (seeds 003, 004): the canonical order per tool call, per step and at
+"""Lifecycle hooks: the canonical order per tool call, per step and at
 completion; sync and async hooks; hooks that raise never break a run; what hooks write
 to the state is kept (one follow-up save per step that changed it)."""
 
@@ -218,7 +218,7 @@ def test_raising_hooks_never_break_the_run(executor):
     assert_paired(session.messages)
 
 
-# --- what hooks write to the state (seed 004, "Hook customState reconcile") ------------------
+# --- what hooks write to the state (saved once) ------------------------------------------------------
 
 
 class Tally(BaseModel):

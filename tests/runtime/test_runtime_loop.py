@@ -1,4 +1,4 @@
-"""The per-step loop against a real Postgres: how runs end (seeds 000, 001, 003).
+"""The per-step loop against a real Postgres: how runs end.
 
 Each test scripts the model, runs an agent to its end, and checks the result, the
 session row and the committed transcript.

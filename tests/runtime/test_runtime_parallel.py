@@ -1,5 +1,5 @@
-"""Parallel tool calls in one step (seed 001 "Parallel, capped tool execution", seed 002
-merge contract, seed 004 tool execution order).
+"""Parallel tool calls in one step: capped parallel execution, their state
+writes merged in call order, hooks in tool execution order.
 
 Concurrency is shown with events, not timing: a tool that waits for its sibling to
 start can only see it start if both run at once.
@@ -159,7 +159,7 @@ def test_results_are_in_call_order_when_the_second_call_finishes_first(executor)
         ("c2", {"name": "fast"}),
     ]
     assert_paired(messages)
-    # The stream has each result when its tool ended (issue 15): the fast one first (the
+    # The stream has each result when its tool ended: the fast one first (the
     # slow one ends only once the fast one's result is in the stream).
     stream = [e["data"]["tool_call_id"] for e in events(executor, handle.session_id) if e["type"] == "tool_result"]
     assert stream == ["c2", "c1"]

@@ -1,4 +1,4 @@
-"""Sessions and runs (seed 004): turns, busy sessions, idempotent starts, continuing a
+"""Sessions and runs: turns, busy sessions, idempotent starts, continuing a
 completed structured-output session, the legacy ``__finish__`` heal, and bad input."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from helix_dbos import (
 )
 from helix_dbos.client import commands
 from helix_dbos.durable import workflow
-from helix_dbos.durable.requests import RunRequest, run_workflow_id
+from helix_dbos.durable.payloads import RunRequest, run_workflow_id
 from helix_dbos.store import reads
 from helix_dbos.store.engine import to_json
 from helix_dbos.types import AssistantMessage, ParsedToolCall, ToolResultMessage, UserMessage

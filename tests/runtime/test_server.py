@@ -1,4 +1,4 @@
-"""The agent server (issue 16) over a real uvicorn on 127.0.0.1, with httpx: every route's
+"""The agent server over a real uvicorn on 127.0.0.1, with httpx: every route's
 success and error cases, fail-closed auth, and SSE resumed after a dropped connection
 with no event lost or repeated. ``helix-dbos serve`` runs as a process of its own."""
 
@@ -40,7 +40,7 @@ from helix_dbos import define_agent, define_tool
 from helix_dbos.database import libpq_url
 from helix_dbos.errors import ConfigurationError
 from helix_dbos.server import Forbidden, create_app
-from helix_dbos.store.deltas import listen_statement
+from helix_dbos.store.delta_channels import listen_statement
 
 APPS = Path(__file__).resolve().parent.parent / "apps"
 HELIX = Path(sys.executable).with_name("helix-dbos")

@@ -40,7 +40,7 @@ from helix_dbos.client.handle import AgentHandle
 from helix_dbos.client.queues import EnqueuedRun, QueueSettings, RunEnqueuer, register_queue
 from helix_dbos.client.workflows import ClientWorkflows, LocalWorkflows
 from helix_dbos.database import libpq_url
-from helix_dbos.durable.requests import RunRequest
+from helix_dbos.durable.payloads import RunRequest
 from helix_dbos.durable.workflow import agent_run_workflow
 from helix_dbos.store.engine import sqlalchemy_url
 from runtime_testkit import RESULT_TIMEOUT, call, calls, rows, text, unique, use_model, user_input, wait_for
@@ -57,7 +57,7 @@ STORM_RESULT_TIMEOUT = 120.0
 """Runs of a storm finish late: DBOS backs off on lost connections, and an answer sent while
 DBOS's LISTEN connection was down wakes its waiter at DBOS's next re-check (every 60 s)."""
 RETRY_LOG = "transient database error"
-"""How ``helix_dbos.store.transient.retry_transient`` logs a retry."""
+"""How ``helix_dbos.store.retry.retry_transient`` logs a retry."""
 
 
 # --- the storm --------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from helix_dbos import (
     create_sub_agent_tool,
     define_tool,
 )
-from helix_dbos.durable.requests import run_workflow_id
+from helix_dbos.durable.payloads import run_workflow_id
 
 
 def workflow_status(session_id: str, run: int = 1) -> str | None:

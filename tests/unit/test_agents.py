@@ -61,7 +61,7 @@ FINISH_SECTION = (
 )
 
 
-# --- __finish__ injection (seed 003) ----------------------------------------------------
+# --- __finish__ injection --------------------------------------------------------------
 
 
 def test_seed_output_schema_injects_finish_tool():
@@ -131,7 +131,7 @@ def test_get_tool_by_name():
     assert agent.get_tool("missing") is None
 
 
-# --- system prompt (seed 003 "System Prompt Behavior") --------------------------------
+# --- system prompt -----------------------------------------------------------------
 
 
 def test_seed_system_prompt_with_finish():

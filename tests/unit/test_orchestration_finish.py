@@ -34,7 +34,7 @@ def test_synthesized_finish_result_is_the_fixed_sentinel():
 
 
 def test_seed_committed_history_after_finish():
-    """Seed 000: assistant message with the __finish__ call, then its synthetic result."""
+    """The assistant message with the __finish__ call, then its synthetic result."""
     prior = [UserMessage(content="Analyze this")]
     plan = plan_step_processing(
         ToolCallsStepResult(

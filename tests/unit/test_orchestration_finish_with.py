@@ -1,5 +1,5 @@
 """resolve_finish_with: first successful finishWith wins; transform raising fails the agent;
-execute raising leaves the agent running (seed 003)."""
+execute raising leaves the agent running."""
 
 import logging
 

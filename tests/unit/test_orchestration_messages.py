@@ -1,4 +1,4 @@
-"""Message builders: every example of seed 000 "Message Building", plus immutability."""
+"""Message builders: every worked example, plus immutability."""
 
 import datetime
 

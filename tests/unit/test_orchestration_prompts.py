@@ -1,4 +1,4 @@
-"""Prompt text: the seed 003 output requirement section and the max_tokens recovery nudge."""
+"""Prompt text: the output requirement section and the max_tokens recovery nudge."""
 
 from helix_dbos.orchestration import (
     max_tokens_recovery_message,

@@ -1,4 +1,4 @@
-"""RunawayGuard: the same tool failing on 3 consecutive steps hard-stops the loop (seed 001)."""
+"""RunawayGuard: the same tool failing on 3 consecutive steps hard-stops the loop."""
 
 from helix_dbos.orchestration import MAX_SAME_TOOL_ERRORS, RunawayGuard, create_tool_result_message
 

@@ -1,4 +1,4 @@
-"""plan_step_processing: every example of seed 000, plus the __finish__ edge cases."""
+"""plan_step_processing: every worked example, plus the __finish__ edge cases."""
 
 import logging
 
@@ -32,7 +32,7 @@ class Verdict(BaseModel):
     note: str = "none"
 
 
-# --- seed 000 "Processing Flow" examples -------------------------------------------
+# --- the processing flow's examples ------------------------------------------------
 
 
 def test_seed_text_response():
@@ -104,7 +104,7 @@ def test_seed_error():
     )
 
 
-# --- seed 000 "Testing" section -------------------------------------------------------
+# --- the edge cases -------------------------------------------------------------------
 
 
 def test_seed_testing_detects_finish_tool():
@@ -260,7 +260,7 @@ def test_text_keeps_thinking_and_stop_reason_and_is_never_terminal_itself():
 
     assert plan.assistant_message_plan == AssistantMessagePlan(content="Bye", thinking=thinking)
     assert plan.stop_reason == "end_turn"
-    assert plan.is_terminal is False  # should_stop_execution decides (seed 000 priority 3)
+    assert plan.is_terminal is False  # should_stop_execution decides (the third reason to stop)
 
 
 def test_error_without_should_stop_is_not_terminal():

@@ -1,4 +1,4 @@
-"""Seed 001 stop conditions: StopInfo predicates, factories and compile_stop_conditions."""
+"""Stop conditions: StopInfo predicates, factories and compile_stop_conditions."""
 
 import asyncio
 
@@ -43,7 +43,7 @@ def check(condition, stop_info) -> bool:
 
 
 def after_finalize(i: StopInfo) -> bool:
-    """Seed 001: stop once a step has called the `finalize` tool."""
+    """Stop once a step has called the `finalize` tool."""
     last = i.steps[-1] if i.steps else None
     return isinstance(last, ToolCallsStepResult) and any(
         c.name == "finalize" for c in last.tool_calls
@@ -51,7 +51,7 @@ def after_finalize(i: StopInfo) -> bool:
 
 
 def after_three_steps(i: StopInfo) -> bool:
-    """Seed 001: stop once we have run at least 3 steps."""
+    """Stop once we have run at least 3 steps."""
     return i.step_count >= 3
 
 

@@ -124,7 +124,7 @@ def test_no_stop_reason_is_not_recoverable():
     assert is_recoverable_error_stop_reason(None) is False
 
 
-# --- should_continue: tool-call presence, not finish reason (seed 001) ------------------
+# --- should_continue: tool-call presence, not finish reason -------------------------
 
 
 @pytest.mark.parametrize("reason", [None, "end_turn", "stop_sequence", "tool_use"])

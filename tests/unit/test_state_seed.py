@@ -1,4 +1,4 @@
-"""Every example of seed 002 (state tracking), with the seed's exact patches."""
+"""Every worked example of state tracking, with its exact patches."""
 
 from __future__ import annotations
 

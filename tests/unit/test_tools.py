@@ -419,7 +419,7 @@ def test_emit_records_forwards_and_can_be_awaited():
     assert forwarded == [("analysis_saved", {"id": "a1"}), ("plain", {"results": ["r"]})]
 
 
-# --- seed 003 tool examples --------------------------------------------------------
+# --- tool examples -----------------------------------------------------------------
 
 
 class SubmitInput(BaseModel):

@@ -1,6 +1,6 @@
 """Sub-agent dispatch, as workflow code: each call starts the child agent as a DBOS child
 workflow with its own session, and its result becomes the parent's tool result. A remote
-sub-agent's call runs on another helix server (``durable/remote_dispatch.py``), after the
+sub-agent's call runs on another helix server (``durable/children/remote_dispatch.py``), after the
 local children.
 
 Children start after phase 2, at most ``max_tool_concurrency`` at once, started and awaited
@@ -23,11 +23,10 @@ from typing import Any
 from dbos import DBOS, SetWorkflowID
 
 from helix_dbos.durable.hooks import fire_hook
-from helix_dbos.durable.remote_dispatch import run_remote_child
-from helix_dbos.durable.requests import RunRequest, continued_by, run_workflow_id
-from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.scope import RunScope
-from helix_dbos.durable.step_events import StepEvents, live_events_written, tool_result_events
+from helix_dbos.durable.children.remote_dispatch import run_remote_child
+from helix_dbos.durable.payloads import RunRequest, continued_by, run_workflow_id
+from helix_dbos.durable.runtime import RunScope, current_runtime
+from helix_dbos.durable.streaming import StepEvents, live_events_written, tool_result_events
 from helix_dbos.events import SubAgentFinishEvent, SubAgentStartEvent
 from helix_dbos.observability import points as observe
 from helix_dbos.orchestration import create_sub_agent_result_message
@@ -49,7 +48,7 @@ async def run_children(
 
     While children run the parent waits for them: ``on_agent_suspended("awaiting_children",
     call ids)`` fires before the first starts, ``on_agent_resumed("awaiting_children")``
-    after the last ended (seed 004), with the pre-step state.
+    after the last ended, with the pre-step state.
     """
     results: list[ToolResultMessage] = []
     dispatched: list[tuple[ParsedSubAgentCall, RunRequest]] = []
@@ -89,7 +88,7 @@ async def run_children(
         running.append((call, request, handle, observed))
     for item in running:
         results.append(await _finish_child(item, events))
-    for call, spec in remote:  # on another helix server (durable/remote_dispatch.py)
+    for call, spec in remote:  # on another helix server (durable/children/remote_dispatch.py)
         results.append(await run_remote_child(scope, step_no, call, spec, events))
     await fire_hook(hooks, "on_agent_resumed", "awaiting_children", ctx)
     return results

@@ -1,4 +1,4 @@
-"""The checkpointed transactions of the companion tools (``durable/companions.py`` runs them).
+"""The checkpointed transactions of the companion tools (``durable/children/companion_calls.py`` runs them).
 
 Each is a DBOS datasource transaction, so a replay gets the decision the first execution
 made: which session a message goes to, which run number it starts, what the model saw.
@@ -15,9 +15,9 @@ from pydantic import BaseModel
 
 from helix_dbos import companions as spec
 from helix_dbos.agents import AgentConfig
-from helix_dbos.durable.requests import run_workflow_id
+from helix_dbos.durable.payloads import run_workflow_id
 from helix_dbos.events import AbortedEvent
-from helix_dbos.store import companions as rows
+from helix_dbos.store import companion_rows as rows
 from helix_dbos.store import reads, writes
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus, UserMessage
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from helix_dbos.durable.tool_call import CallKey
+from helix_dbos.durable.payloads import CallKey
 from helix_dbos.store.records import RecordedOutcome
 
 

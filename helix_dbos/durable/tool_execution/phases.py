@@ -14,12 +14,10 @@ from typing import Any
 
 from dbos import DBOS
 
-from helix_dbos.durable.requests import ToolOutcome
-from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.scope import RunScope
-from helix_dbos.durable.step_events import StepEvents, outcome_events
-from helix_dbos.durable.steps import run_tool, tool_outcome
-from helix_dbos.durable.tool_call import call_digest
+from helix_dbos.durable.payloads import ToolOutcome, call_digest, tool_outcome
+from helix_dbos.durable.runtime import RunScope, current_runtime
+from helix_dbos.durable.streaming import StepEvents, outcome_events
+from helix_dbos.durable.tool_execution.call import run_tool
 from helix_dbos.types import FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, ParsedSubAgentCall, ParsedToolCall
 
 
@@ -86,7 +84,7 @@ async def _checkpointed(
     events: StepEvents,
 ) -> ToolOutcome:
     """The call's tool step, run with ``run_step``; its outcome is recorded when DBOS does
-    not save the step's checkpoint (``durable/held_outcomes.py``). Its events (what the tool
+    not save the step's checkpoint (``durable/tool_execution/held_outcomes.py``). Its events (what the tool
     emitted, then its result) are published once the checkpoint is saved, so the stream
     holds the checkpointed outcome, never one a crash made the step run again for."""
     key = (scope.session_id, step_no, call.id, call_digest(call))

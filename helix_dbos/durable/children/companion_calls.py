@@ -27,12 +27,11 @@ from dbos import DBOS, SetWorkflowID
 from pydantic import ValidationError
 
 from helix_dbos import companions as spec
-from helix_dbos.durable.companion_steps import Delivery
-from helix_dbos.durable.dispatch import final_output
-from helix_dbos.durable.requests import RunRequest
-from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.scope import RunScope
-from helix_dbos.durable.step_events import StepEvents, live_events_written, tool_result_events
+from helix_dbos.durable.children.companion_steps import Delivery
+from helix_dbos.durable.children.dispatch import final_output
+from helix_dbos.durable.payloads import RunRequest
+from helix_dbos.durable.runtime import RunScope, current_runtime
+from helix_dbos.durable.streaming import StepEvents, live_events_written, tool_result_events
 from helix_dbos.observability import points as observe
 from helix_dbos.orchestration import create_tool_result_message
 from helix_dbos.types import AgentResult, ParsedToolCall, ToolResultMessage, UserMessage

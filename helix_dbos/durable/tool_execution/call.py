@@ -1,4 +1,9 @@
-"""One tool call's lifetime inside its step: a deadline, interrupt and abort.
+"""One tool call inside its DBOS step: the step body (:func:`run_tool`), and the call's
+lifetime there: a deadline, interrupt and abort.
+
+The tool step validates the call's input, runs the tool and records its state writes. A
+tool that raises, times out or gets invalid input becomes an error result the model sees
+(self-healing).
 
 The step waits for the tool body until the first of: the body ends, the call's
 ``timeout`` passes, or its run is interrupted or aborted (:class:`RunWatch`). Each sets
@@ -12,12 +17,14 @@ not keep the process alive. An async body is a task on the workflow's loop and i
 cancelled (``CancelledError`` at its next ``await``).
 
 A body that ends after its step stopped waiting for it has its outcome recorded at once
-(``helix.tool_outcomes``): the step's checkpoint does not hold it. (An
-outcome the step returns is held until DBOS saves the step's checkpoint and recorded only
-if DBOS refuses to, ``durable/tool_phases.py``.) A step that finds its call's outcome
-recorded returns it without running the tool: a tool that finished is never run again by
-a resume of its run. A body still running in this process when its step runs again (an
-abort, then ``helix-dbos resume``) is joined, not started twice.
+(``helix.tool_outcomes``): the step's checkpoint does not hold it. (An outcome the step
+returns is held until DBOS saves the step's checkpoint and recorded only if DBOS refuses
+to: ``held_outcomes.py``.) A step that finds its call's outcome recorded returns it
+without running the tool: a tool that finished is never run again by a resume of its
+run. A body still running in this process when its step runs again (an abort, then
+``helix-dbos resume``) is joined, not started twice::
+
+    checkpoint = await DBOS.run_step_async({"name": "tool:search"}, run_tool, job)
 """
 
 from __future__ import annotations
@@ -25,9 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
-import hashlib
 import inspect
-import json
 import logging
 import threading
 import time
@@ -35,9 +40,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from helix_dbos.durable.requests import ToolOutcome
-from helix_dbos.durable.tool_watch import RunWatch
+from helix_dbos.durable.hooks import fire_hook
+from helix_dbos.durable.payloads import CallKey, ToolJob, ToolOutcome, call_digest, tool_checkpoint
+from helix_dbos.durable.runtime import current_runtime
+from helix_dbos.durable.streaming import LiveState
+from helix_dbos.durable.tool_execution.watch import RunWatch
+from helix_dbos.events import CustomEvent
+from helix_dbos.observability import points as observe
 from helix_dbos.state import StateTracker
+from helix_dbos.store.records import RecordedOutcome
 from helix_dbos.tools import AbortReason, Tool, ToolContext
 from helix_dbos.types import ParsedToolCall
 
@@ -49,19 +60,64 @@ STOP_GRACE_SECONDS = 1.0
 Recorder = Callable[[ToolOutcome], None]
 """Records the outcome of a body that ended after its step stopped waiting (from any thread)."""
 
-CallKey = tuple[str, int, str, str]
-"""(session id, step, tool call id, call digest)."""
-
 _threads: dict[CallKey, concurrent.futures.Future[ToolOutcome]] = {}
 """Synchronous bodies running in this process, by call; a body removes itself when it ends."""
 _threads_lock = threading.Lock()
 
 
-def call_digest(call: ParsedToolCall) -> str:
-    """A fingerprint of the call's name and arguments: a recorded outcome is reused only
-    for the call that produced it."""
-    text = json.dumps([call.name, call.arguments, call.parse_error], sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+async def run_tool(job: ToolJob) -> dict[str, Any]:
+    """The tool step: validate the input, run the tool within its lifetime, record its
+    state writes. An outcome recorded for the call (the step ran before, and its
+    checkpoint was not saved) is returned without running the tool again. The outcome
+    returned is held in memory until its checkpoint is saved (``HeldOutcomes``). Its
+    checkpoint is a :class:`ToolOutcome` as JSON (:func:`tool_checkpoint`), with text
+    Postgres cannot store (in the result, the error, state writes and events) replaced
+    (``helix_dbos.text``).
+    """
+    runtime = current_runtime()
+    agent = runtime.agent(job.agent_name)
+    tool = agent.get_tool(job.call.name)
+    assert tool is not None, "the loop only schedules known tools"
+    key = (job.session_id, job.step, job.call.id, call_digest(job.call))
+    if job.ran_before:
+        recorded = await asyncio.to_thread(runtime.recorded_tool_outcome, *key)
+        if recorded is not None:
+            return recorded
+    events: list[dict[str, Any]] = []
+
+    def emit(name: str, data: Any) -> None:
+        events.append(CustomEvent(name=name, data=data, tool_call_id=job.call.id).to_row())
+
+    tracker = StateTracker(job.base_state, array_delta_mode=True, schema=agent.state_schema)
+    live = LiveState(tracker, runtime.deltas, job.session_id, job.run, job.step, job.call.id, tool.name)
+    ctx = ToolContext(job.session_id, job.call.id, agent.name, job.step, live, emit=emit)
+    call = ToolCall(tool, job.call, ctx, tracker, key, events)
+    try:
+        if job.call.parse_error is not None:
+            raise ValueError(f"Invalid arguments for tool '{tool.name}': {job.call.parse_error}")
+        tool_input = tool.parse_input(job.call.arguments)
+    except Exception as exc:
+        return tool_checkpoint(call.failed(exc))
+    await fire_hook(agent.hooks, "before_tool", job.call, ctx)
+
+    def recorded(outcome: ToolOutcome) -> RecordedOutcome:
+        return RecordedOutcome(
+            session_id=job.session_id, step=job.step, tool_call_id=job.call.id, run=job.run,
+            tool_name=tool.name, call_digest=key[3], outcome=tool_checkpoint(outcome),
+        )
+
+    def record(outcome: ToolOutcome) -> None:
+        runtime.record_tool_outcome(recorded(outcome))
+
+    with observe.tool_call(tool.name, job.call.id, job.call.arguments) as ended:
+        outcome = await run_call(call, tool_input, agent.timeout_of(tool), runtime.run_watch, job.run, record)
+        ended(outcome)
+    if outcome.writes:
+        await fire_hook(agent.hooks, "on_state_change", tracker.get_state(), ctx)
+    checkpoint = recorded(outcome)
+    if not call.abandoned:  # the body's own outcome: held until DBOS saves this checkpoint
+        runtime.outcomes.hold(checkpoint)
+    return checkpoint.outcome
 
 
 @dataclass

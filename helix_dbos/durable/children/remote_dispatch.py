@@ -25,9 +25,8 @@ from typing import Any
 import httpx
 from dbos import DBOS
 
-from helix_dbos.durable.runtime import current_runtime
-from helix_dbos.durable.scope import RunScope
-from helix_dbos.durable.step_events import StepEvents, tool_result_events
+from helix_dbos.durable.runtime import RunScope, current_runtime
+from helix_dbos.durable.streaming import StepEvents, tool_result_events
 from helix_dbos.events import SubAgentEventEvent, SubAgentFinishEvent, SubAgentStartEvent
 from helix_dbos.orchestration import create_sub_agent_result_message
 from helix_dbos.remote import RemoteSubAgentSpec, remote_session_id
