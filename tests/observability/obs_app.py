@@ -13,6 +13,11 @@ there, each as it ends (a killed process loses none that ended). With
 ``$HELIX_OBS_EXPORT_DELAY`` (seconds) a synchronous exporter takes that long over each
 run span of ``obs-assistant``, as a slow exporter would: the run's workflow returns that
 much later than its last step commits.
+
+With ``$HELIX_OBS_OTEL_METRICS_PORT`` the process reports its metrics through
+OpenTelemetry only: a ``MeterProvider`` whose Prometheus reader is served on that port
+(a registry of its own, so nothing of ``prometheus_client``'s default registry is mixed
+in), and the fleet's gauges as OpenTelemetry observable gauges.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from dbos import DBOS
 from pydantic import BaseModel
 
 from helix_dbos import DBOSAgentExecutor, MockLLMAdapter, create_sub_agent_tool, dbos_config, define_agent, define_tool
+from helix_dbos.observability import register_fleet_metrics
 from helix_dbos.types import AssistantMessage, Message, StepResult, TextStepResult, ToolCallsStepResult, ToolSpec, UserMessage
 
 URL = os.environ["HELIX_OBS_URL"]
@@ -57,6 +63,20 @@ def _slow_exports(delay: float) -> None:
     trace.set_tracer_provider(provider)
 
 
+def _otel_metrics(port: int) -> None:
+    from opentelemetry import metrics
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry()
+    metrics.set_meter_provider(MeterProvider(metric_readers=[PrometheusMetricReader(registry=registry)]))
+    register_fleet_metrics(URL, prometheus=False, otel=True)
+    start_http_server(port, addr="127.0.0.1", registry=registry)
+
+
+if os.environ.get("HELIX_OBS_OTEL_METRICS_PORT"):
+    _otel_metrics(int(os.environ["HELIX_OBS_OTEL_METRICS_PORT"]))
 if os.environ.get("HELIX_OBS_OTLP"):
     _tracing(os.environ["HELIX_OBS_OTLP"])
 elif os.environ.get("HELIX_OBS_EXPORT_DELAY"):
