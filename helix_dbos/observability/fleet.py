@@ -133,7 +133,7 @@ def register_fleet_metrics(database_url: str, *, prometheus: bool = True, otel: 
     if prometheus and (database_url, "prometheus") not in _reported:
         from prometheus_client import REGISTRY
 
-        REGISTRY.register(FleetCollector(reader))  # type: ignore[arg-type]
+        REGISTRY.register(FleetCollector(reader))
         _reported.add((database_url, "prometheus"))
     if otel and (database_url, "otel") not in _reported:
         _observe_with_otel(reader)

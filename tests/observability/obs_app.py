@@ -8,8 +8,12 @@ answer depends on the message it gets:
 - ``slow``: a ``slow`` call that sleeps ``$HELIX_OBS_SLOW_SECONDS`` (a crash test kills it), then text;
 - anything else: text.
 
+The agent ``obs-lead`` answers ``dig`` with a call of the sub-agent ``obs-digger`` (which
+calls ``slow``), and ``spawn`` with a blocking companion ``obs-researcher``.
+
 With ``$HELIX_OBS_OTLP`` set (an OTLP/HTTP traces endpoint) the process exports its spans
-there, each as it ends (a killed process loses none that ended). With
+there, each as it ends (a killed process loses none that ended), with helix's stable span
+ids (``StableSpanIds``); ``$HELIX_OBS_DBOS_TRACING`` turns DBOS's own spans on too. With
 ``$HELIX_OBS_EXPORT_DELAY`` (seconds) a synchronous exporter takes that long over each
 run span of ``obs-assistant``, as a slow exporter would: the run's workflow returns that
 much later than its last step commits.
@@ -28,7 +32,15 @@ import time
 from dbos import DBOS
 from pydantic import BaseModel
 
-from helix_dbos import DBOSAgentExecutor, MockLLMAdapter, create_sub_agent_tool, dbos_config, define_agent, define_tool
+from helix_dbos import (
+    DBOSAgentExecutor,
+    MockLLMAdapter,
+    create_sub_agent_tool,
+    dbos_config,
+    define_agent,
+    define_tool,
+    persistent_agent,
+)
 from helix_dbos.observability import register_fleet_metrics
 from helix_dbos.types import AssistantMessage, Message, StepResult, TextStepResult, ToolCallsStepResult, ToolSpec, UserMessage
 
@@ -42,7 +54,9 @@ def _tracing(endpoint: str) -> None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-    provider = TracerProvider(resource=Resource.create({"service.name": "obs-app"}))
+    from helix_dbos.observability.span_ids import StableSpanIds
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "obs-app"}), id_generator=StableSpanIds())
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
     trace.set_tracer_provider(provider)
 
@@ -118,6 +132,9 @@ def respond(messages: list[Message], tools: list[ToolSpec]) -> StepResult:
         "approve": [{"id": f"t-{n}", "name": "transfer", "arguments": {"amount": 5}}],
         "delegate": [{"id": f"d-{n}", "name": "subagent__obs-researcher", "arguments": {"input": "dig"}}],
         "slow": [{"id": f"s-{n}", "name": "slow", "arguments": {"q": "z"}}],
+        "dig": [{"id": f"g-{n}", "name": "subagent__obs-digger", "arguments": {"input": "slow"}}],
+        "spawn": [{"id": f"c-{n}", "name": "companion__spawnAgent",
+                   "arguments": {"agentType": "obs-researcher", "message": "hi", "name": "r1"}}],
     }.get(word)
     if calls is None or not tools:
         return TextStepResult(content=f"said {word}", should_stop=True, stop_reason="end_turn")
@@ -125,16 +142,23 @@ def respond(messages: list[Message], tools: list[ToolSpec]) -> StepResult:
 
 
 researcher = define_agent(name="obs-researcher", system_prompt="Research.")
+slow_tool = define_tool(name="slow", description="Take time.", input_schema=Query, execute=slow)
+digger = define_agent(name="obs-digger", system_prompt="Dig.", tools=[slow_tool])
 assistant = define_agent(
     name="obs-assistant", system_prompt="Help.",
     tools=[
         define_tool(name="lookup", description="Look up.", input_schema=Query, execute=lookup),
         define_tool(name="transfer", description="Pay.", input_schema=Amount, execute=transfer, require_approval=True),
-        define_tool(name="slow", description="Take time.", input_schema=Query, execute=slow),
+        slow_tool,
         create_sub_agent_tool(researcher),
     ],
 )
+lead = define_agent(
+    name="obs-lead", system_prompt="Lead.", tools=[create_sub_agent_tool(digger)],
+    persistent_agents=[persistent_agent(researcher)],
+)
 
-DBOS(config=dbos_config(URL, name="helix-obs-app", notification_listener_polling_interval_sec=0.01))
+DBOS(config=dbos_config(URL, name="helix-obs-app", notification_listener_polling_interval_sec=0.01,
+                        enable_otlp=bool(os.environ.get("HELIX_OBS_DBOS_TRACING"))))
 executor = DBOSAgentExecutor(llm=MockLLMAdapter(respond), database_url=URL, default_queue="agents")
-executor.register(assistant)
+executor.register(assistant, lead)
