@@ -103,7 +103,7 @@ def run(request: Any, first_execution: bool) -> Iterator[RunObservation]:
         metrics.run_started(request.agent_name)
     root = request.root_session_id or request.session_id
     parent, links = run_parent(root, request.trace_parent)
-    span = start_span(f"invoke_agent {request.agent_name}", request.workflow_id, context=parent, links=links)
+    span = start_span(f"invoke_agent {request.agent_name}", ("run", request.workflow_id), context=parent, links=links)
     if span.is_recording():
         span.set_attributes({
             "gen_ai.operation.name": "invoke_agent",
@@ -170,16 +170,16 @@ class StepObservation:
 _step: ContextVar[StepObservation | None] = ContextVar("helix_step_observation", default=None)
 
 
-def _durable_key(what: str) -> str | None:
-    """The stable span id key of ``what`` in the current run's workflow (``span_ids.py``)."""
+def _durable_key(kind: str, what: str) -> tuple[str, ...] | None:
+    """The stable span id key of a ``kind`` of span (a step, a call) in the current run's workflow."""
     run_observation = _run.get()
-    return None if run_observation is None else f"{run_observation.workflow_id}:{what}"
+    return None if run_observation is None else (kind, run_observation.workflow_id, what)
 
 
 @contextmanager
 def step(agent: str, step_no: int) -> Iterator[StepObservation]:
     """One agent step of this execution: model call, tools, children, commit (or a park)."""
-    span = start_span(f"agent_step {step_no}", _durable_key(f"step:{step_no}"), attributes={"helix.step": step_no})
+    span = start_span(f"agent_step {step_no}", _durable_key("step", str(step_no)), attributes={"helix.step": step_no})
     observation = StepObservation(span, agent)
     token = _step.set(observation)
     try:
@@ -349,7 +349,7 @@ class LaunchObservation:
 
 def sub_agent(call_id: str, name: str, child_session_id: str | None = None) -> LaunchObservation:
     """A call of the sub-agent ``name``; end it with ``finished``."""
-    span = start_span(f"invoke_agent {name}", _durable_key(f"call:{call_id}"), attributes={
+    span = start_span(f"invoke_agent {name}", _durable_key("call", call_id), attributes={
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name, "gen_ai.tool.call.id": call_id,
     })
     if child_session_id is not None:
@@ -361,7 +361,7 @@ def sub_agent(call_id: str, name: str, child_session_id: str | None = None) -> L
 def companion_call(call_id: str, tool_name: str) -> Iterator[None]:
     """A companion tool call: the companion run it starts (a request built in this block,
     :func:`~helix_dbos.observability.tracing.trace_parent`) nests under its span."""
-    span = start_span(f"execute_tool {tool_name}", _durable_key(f"call:{call_id}"), attributes={
+    span = start_span(f"execute_tool {tool_name}", _durable_key("call", call_id), attributes={
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool_name, "gen_ai.tool.call.id": call_id,
     })
     observation = LaunchObservation(span)

@@ -15,8 +15,10 @@ killed one's had, so the spans the killed execution ended before it died (a mode
 a finished tool) and the runs of children it started land under spans the backend
 receives. Without it those point at parents that were never exported.
 
-A span is still exported once: the killed execution never ended its run and step spans,
-and a step that a recovered run replays is not exported again.
+A span is still exported once: the killed execution never ended the run and step spans
+it was in, and a step that a recovered run replays is not exported again. (An execution
+killed between ending its run span and DBOS recording the workflow's end is the
+exception: the recovering one exports the run span again, under the same id.)
 """
 
 from __future__ import annotations

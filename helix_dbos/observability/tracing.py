@@ -40,6 +40,7 @@ parents the backend never receives.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -106,13 +107,18 @@ def run_parent(trace_session_id: str, traceparent: str | None = None) -> tuple[o
     return parent, links
 
 
-def stable_span_id(key: str) -> int:
+def stable_span_id(key: tuple[str, ...]) -> int:
     """The span id :class:`~helix_dbos.observability.span_ids.StableSpanIds` gives the
-    span of ``key`` (a workflow id, with the step or call it is about)."""
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") or 1
+    span of ``key``: its kind (run, step, call), its workflow id and the step or call::
+
+        >>> format(stable_span_id(("step", "helix:s1:run:1", "2")), "016x")
+        '747cded9910e04b8'
+    """
+    digest = hashlib.sha256(json.dumps(key).encode()).digest()
+    return int.from_bytes(digest[:8], "big") or 1
 
 
-def start_span(name: str, key: str | None = None, **kwargs: Any) -> Span:
+def start_span(name: str, key: tuple[str, ...] | None = None, **kwargs: Any) -> Span:
     """``TRACER.start_span(name, **kwargs)``; with ``key``, the span's id is
     :func:`stable_span_id` of it where the app installed ``StableSpanIds``."""
     if key is None:
