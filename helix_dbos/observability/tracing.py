@@ -56,8 +56,8 @@ TRACER = trace.get_tracer("helix_dbos")
 
 _ours: ContextVar[Span | None] = ContextVar("helix_span", default=None)
 """helix's innermost span in this context: a current span that is helix's own is not a caller's."""
-_chosen_span_id: ContextVar[int | None] = ContextVar("helix_chosen_span_id", default=None)
-"""The span id :class:`~helix_dbos.observability.span_ids.StableSpanIds` gives the span being started."""
+_span_key: ContextVar[tuple[str, ...] | None] = ContextVar("helix_span_key", default=None)
+"""The key of the span being started, whose id :class:`~helix_dbos.observability.span_ids.StableSpanIds` derives."""
 _W3C = TraceContextTextMapPropagator()
 
 
@@ -123,16 +123,18 @@ def start_span(name: str, key: tuple[str, ...] | None = None, **kwargs: Any) -> 
     :func:`stable_span_id` of it where the app installed ``StableSpanIds``."""
     if key is None:
         return TRACER.start_span(name, **kwargs)
-    token = _chosen_span_id.set(stable_span_id(key))
+    token = _span_key.set(key)
     try:
         return TRACER.start_span(name, **kwargs)
     finally:
-        _chosen_span_id.reset(token)
+        _span_key.reset(token)
 
 
 def chosen_span_id() -> int | None:
-    """The span id chosen for the span being started, if any (read by ``StableSpanIds``)."""
-    return _chosen_span_id.get()
+    """The span id chosen for the span being started, if any (read by ``StableSpanIds``;
+    derived only then, so tracing off costs no hashing)."""
+    key = _span_key.get()
+    return None if key is None else stable_span_id(key)
 
 
 @contextmanager
