@@ -9,9 +9,11 @@ made the call. A step's span, and the spans of its sub-agent calls, belong to wo
 code, which a recovered run runs again up to where it crashed: they are exported only
 for a step whose commit this execution made; a step it replays (its commit recognized
 as made already) leaves no span (its span is never ended, so never exported). A
-recovered run's span starts at the recovery, with ``helix.recovered``; the span of the
-execution that crashed was never ended, so what it did before the crash (ended spans)
-points at a parent the backend never receives.
+recovered run's span starts at the recovery, with ``helix.recovered``. The spans of the
+execution that crashed were never ended; what it did end before the crash points at
+them, which the recovered execution's spans replace under the same ids with
+:class:`~helix_dbos.observability.span_ids.StableSpanIds` (else at parents the backend
+never receives).
 
 **Waits.** A run that parks for people ends its span with a ``helix.suspended`` event;
 the waiter's ``helix.wait`` span lasts until the answers are in (or their deadlines

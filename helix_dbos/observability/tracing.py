@@ -46,6 +46,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from dbos import PropagateOtelContext
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, TraceFlags
@@ -154,7 +155,5 @@ def launching(span: Span) -> Iterator[None]:
     """Start child workflows in this block, under ``span``: DBOS's spans of them descend
     from it (``PropagateOtelContext``, which DBOS keeps with the workflow), and a request
     built here carries it (:func:`trace_parent`)."""
-    from dbos import PropagateOtelContext
-
     with current(span), PropagateOtelContext():
         yield

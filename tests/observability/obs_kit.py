@@ -75,6 +75,27 @@ def server(url: str, port: int, env: dict[str, str] | None = None) -> Proc:
     return proc
 
 
+def stop_all(*procs: Proc | None) -> None:
+    """SIGTERM each process that was started, and wait for it."""
+    for proc in procs:
+        if proc is not None:
+            proc.stop()
+
+
+def crash_and_replace(killed: Proc, url: str, env: dict[str, str]) -> Proc:
+    """SIGKILL ``killed`` (in the middle of a 30 s ``slow`` tool) and start another worker,
+    whose ``slow`` takes 0.2 s; it (or another live process) adopts the killed one's runs."""
+    killed.kill()
+    return worker(url, env={**env, "HELIX_OBS_SLOW_SECONDS": "0.2"})
+
+
+def slow_called(url: str, session_id: str) -> bool:
+    """Whether the session, or a child whose events it relays, called the ``slow`` tool."""
+    from helix_dbos.client import admin
+
+    return any(e.type == "tool_call" and "slow" in str(e.data) for e in admin.tail(url, session_id, follow=False))
+
+
 def until(check: Callable[[], Any], what: str, timeout: float = 60, every: float = 0.2) -> Any:
     """Poll ``check`` until it returns something truthy; fail the test after ``timeout``.
     A check that returns a pair ``(ok, seen)`` reports ``seen`` when it fails."""

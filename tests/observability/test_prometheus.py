@@ -75,6 +75,17 @@ def promql(base: str, query: str) -> dict[str, float]:
     }
 
 
+ENDED = 'sum by (job) (helix_runs_ended_total{agent="obs-assistant",status="completed"})'
+
+
+def start_runs(port: int, prefix: str, *words: str) -> None:
+    """``POST /start`` on the server: one run of ``obs-assistant`` per word, session ``<prefix>-<word>``."""
+    for word in words:
+        response = httpx.post(f"http://127.0.0.1:{port}/start", json={
+            "agent": "obs-assistant", "input": word, "session_id": f"{prefix}-{word}"}, timeout=30)
+        assert response.status_code == 202, response.text
+
+
 def _is(seen: dict[str, float], wanted: dict[str, float]) -> tuple[bool, dict[str, float]]:
     return seen == wanted, seen
 
@@ -87,13 +98,8 @@ def test_prometheus_reads_the_work_of_a_worker_and_the_fleet_from_both(make_data
     serve = server(url, ports["serve"])
     try:
         api = f"http://127.0.0.1:{ports['serve']}"
-        for word in ("hello", "tools", "delegate", "approve"):
-            response = httpx.post(f"{api}/start", json={"agent": "obs-assistant", "input": word,
-                                                        "session_id": f"prom-{word}"}, timeout=30)
-            assert response.status_code == 202, response.text
-
-        ended = 'sum by (job) (helix_runs_ended_total{agent="obs-assistant",status="completed"})'
-        until(lambda: promql(prom, ended).get("helix-worker") == 3, "three completed runs", timeout=90)
+        start_runs(ports["serve"], "prom", "hello", "tools", "delegate", "approve")
+        until(lambda: promql(prom, ENDED).get("helix-worker") == 3, "three completed runs", timeout=90)
         waiting = 'helix_runs_in_progress{agent="obs-assistant",status="awaiting_approval"}'
         until(lambda: _is(promql(prom, waiting), {"helix-worker": 1, "helix-serve": 1}), "the waiting run, from both")
 
@@ -118,7 +124,7 @@ def test_prometheus_reads_the_work_of_a_worker_and_the_fleet_from_both(make_data
             "session_id": "prom-approve", "tool_call_id": call.tool_call_id, "approved": True,
         }, timeout=30)
         assert approve.status_code < 300, approve.text
-        until(lambda: promql(prom, ended).get("helix-worker") == 4, "the approved run to complete", timeout=90)
+        until(lambda: promql(prom, ENDED).get("helix-worker") == 4, "the approved run to complete", timeout=90)
         until(lambda: _is(promql(prom, waiting), {"helix-worker": 0, "helix-serve": 0}), "no run waiting")
         assert promql(prom, 'helix_pending_calls{kind="approval"}') == {"helix-worker": 0, "helix-serve": 0}
     finally:
@@ -136,14 +142,8 @@ def test_the_same_figures_through_opentelemetry_metrics(make_database: Any, prom
     work = worker(url, env={"HELIX_OBS_OTEL_METRICS_PORT": str(ports["worker"])})
     serve = server(url, ports["serve"])
     try:
-        api = f"http://127.0.0.1:{ports['serve']}"
-        for word in ("hello", "tools", "approve"):
-            response = httpx.post(f"{api}/start", json={"agent": "obs-assistant", "input": word,
-                                                        "session_id": f"otel-{word}"}, timeout=30)
-            assert response.status_code == 202, response.text
-
-        ended = 'sum by (job) (helix_runs_ended_total{agent="obs-assistant",status="completed"})'
-        until(lambda: promql(prom, ended).get("helix-worker") == 2, "two completed runs", timeout=90)
+        start_runs(ports["serve"], "otel", "hello", "tools", "approve")
+        until(lambda: promql(prom, ENDED).get("helix-worker") == 2, "two completed runs", timeout=90)
         waiting = 'sum by (job) (helix_runs_in_progress{agent="obs-assistant",status="awaiting_approval"})'
         until(lambda: _is(promql(prom, waiting), {"helix-worker": 1, "helix-serve": 1}), "the waiting run, from both")
 

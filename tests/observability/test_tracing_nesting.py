@@ -13,10 +13,21 @@ from typing import Any
 
 import httpx
 
-from helix_dbos.client import admin
 from helix_dbos.observability import session_span_context
 from helix_dbos.store.migrations import migrate
-from obs_kit import HERE, free_port, run_completed, server, span_tree, spans_when, until, worker
+from obs_kit import (
+    HERE,
+    crash_and_replace,
+    free_port,
+    run_completed,
+    server,
+    slow_called,
+    span_tree,
+    spans_when,
+    stop_all,
+    until,
+    worker,
+)
 
 HELIX_SPANS = ("invoke_agent ", "agent_step ", "execute_tool ", "chat ", "helix.")
 
@@ -43,7 +54,7 @@ def test_runs_nest_under_the_callers_span_and_dbos_spans(make_database: Any, pho
             env={**os.environ, **env, "HELIX_OBS_URL": url, "HELIX_OBS_SESSION": "nest"},
         )
     finally:
-        work.stop()
+        stop_all(work)
     assert caller.returncode == 0, caller.stderr[-3000:]
     trace_id = caller.stdout.split("trace ")[-1].strip()
 
@@ -100,17 +111,12 @@ def test_a_companion_and_a_recovered_sub_agent_stay_under_their_calls(make_datab
         start("spawn")
         until(lambda: run_completed(url, session, 1), "the companion's run", timeout=90)
         start("dig")
-        until(lambda: any(e.type == "tool_call" and "slow" in str(e.data) for e in admin.tail(url, session, follow=False)),
-              "the sub-agent to call the slow tool", timeout=90)
+        until(lambda: slow_called(url, session), "the sub-agent to call the slow tool", timeout=90)
         time.sleep(1)
-        first.kill()  # SIGKILL while the sub-agent's slow tool runs
-        second = worker(url, env={**env, "HELIX_OBS_SLOW_SECONDS": "0.2"})  # it or the server adopts the runs
+        second = crash_and_replace(first, url, env)  # while the sub-agent's slow tool runs
         until(lambda: run_completed(url, session, 2), "the recovered runs to complete", timeout=120)
     finally:
-        serve.stop()
-        for proc in (first, second):
-            if proc is not None:
-                proc.stop()
+        stop_all(serve, first, second)
 
     trace_id = format(session_span_context(session).trace_id, "032x")
 

@@ -18,7 +18,18 @@ import httpx
 from helix_dbos.client import admin
 from helix_dbos.observability import session_span_context
 from helix_dbos.store.migrations import migrate
-from obs_kit import free_port, run_completed, server, span_tree, spans_when, until, worker
+from obs_kit import (
+    crash_and_replace,
+    free_port,
+    run_completed,
+    server,
+    slow_called,
+    span_tree,
+    spans_when,
+    stop_all,
+    until,
+    worker,
+)
 
 SESSION = "trace-me"
 
@@ -47,16 +58,12 @@ def test_a_session_with_four_runs_a_wait_a_sub_agent_and_a_crash_is_one_trace(ma
                 admin.approve(url, SESSION, call.tool_call_id)
             until(lambda: run_completed(url, SESSION, run), f"run {word!r} to complete")
         start("slow")
-        until(lambda: _slow_called(url), "the model to call the slow tool", timeout=60)
+        until(lambda: slow_called(url, SESSION), "the model to call the slow tool", timeout=60)
         time.sleep(1.5)  # the tool runs (30 s)
-        first.kill()  # SIGKILL in the middle of the slow tool
-        second = worker(url, env={**env, "HELIX_OBS_SLOW_SECONDS": "0.2"})
+        second = crash_and_replace(first, url, env)  # SIGKILL in the middle of the slow tool
         until(lambda: run_completed(url, SESSION, 4), "the crashed run to complete on the second worker", timeout=120)
     finally:
-        serve.stop()
-        for proc in (first, second):
-            if proc is not None:
-                proc.stop()
+        stop_all(serve, first, second)
 
     trace_id = format(session_span_context(SESSION).trace_id, "032x")
     spans = spans_when(phoenix, trace_id, lambda spans: len(spans) >= 30, "the spans in Phoenix")
@@ -105,7 +112,3 @@ def test_a_session_with_four_runs_a_wait_a_sub_agent_and_a_crash_is_one_trace(ma
     # step 1's call, made before the crash and replayed after it (one span, exported by the
     # killed worker, under the recovered step: the same span ids), and step 2's
     assert len(run4_models) == 2
-
-
-def _slow_called(url: str) -> bool:
-    return any(e.type == "tool_call" and "slow" in str(e.data) for e in admin.tail(url, SESSION, follow=False))
