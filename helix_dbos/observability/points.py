@@ -377,10 +377,14 @@ def companion_call(call_id: str, tool_name: str) -> Iterator[None]:
 
 
 @contextmanager
-def wait(session_id: str, root_session_id: str, run_no: int, step_no: int, call_ids: list[str]) -> Iterator[Any]:
-    """The wait of a parked step for people's answers (the waiter workflow). Yields a
-    function to call with the answers (None: the run ended meanwhile)."""
-    parent, links = run_parent(root_session_id)
+def wait(
+    session_id: str, root_session_id: str, run_no: int, step_no: int, call_ids: list[str],
+    trace_parent: str | None = None,
+) -> Iterator[Any]:
+    """The wait of a parked step for people's answers (the waiter workflow), beside the
+    run's spans (under ``trace_parent``, the run's). Yields a function to call with the
+    answers (None: the run ended meanwhile)."""
+    parent, links = run_parent(root_session_id, trace_parent)
     span = TRACER.start_span("helix.wait", context=parent, links=links, attributes={
         "helix.session_id": session_id, "helix.run": run_no, "helix.step": step_no, "helix.tool_call_ids": call_ids,
     })

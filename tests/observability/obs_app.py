@@ -9,7 +9,8 @@ answer depends on the message it gets:
 - anything else: text.
 
 The agent ``obs-lead`` answers ``dig`` with a call of the sub-agent ``obs-digger`` (which
-calls ``slow``), and ``spawn`` with a blocking companion ``obs-researcher``.
+calls ``slow``), ``ask`` with a call of the sub-agent ``obs-clerk`` (which calls
+``transfer``, waiting for approval), and ``spawn`` with a blocking companion ``obs-researcher``.
 
 With ``$HELIX_OBS_OTLP`` set (an OTLP/HTTP traces endpoint) the process exports its spans
 there, each as it ends (a killed process loses none that ended), with helix's stable span
@@ -133,6 +134,7 @@ def respond(messages: list[Message], tools: list[ToolSpec]) -> StepResult:
         "delegate": [{"id": f"d-{n}", "name": "subagent__obs-researcher", "arguments": {"input": "dig"}}],
         "slow": [{"id": f"s-{n}", "name": "slow", "arguments": {"q": "z"}}],
         "dig": [{"id": f"g-{n}", "name": "subagent__obs-digger", "arguments": {"input": "slow"}}],
+        "ask": [{"id": f"a-{n}", "name": "subagent__obs-clerk", "arguments": {"input": "approve"}}],
         "spawn": [{"id": f"c-{n}", "name": "companion__spawnAgent",
                    "arguments": {"agentType": "obs-researcher", "message": "hi", "name": "r1"}}],
     }.get(word)
@@ -144,17 +146,20 @@ def respond(messages: list[Message], tools: list[ToolSpec]) -> StepResult:
 researcher = define_agent(name="obs-researcher", system_prompt="Research.")
 slow_tool = define_tool(name="slow", description="Take time.", input_schema=Query, execute=slow)
 digger = define_agent(name="obs-digger", system_prompt="Dig.", tools=[slow_tool])
+transfer_tool = define_tool(name="transfer", description="Pay.", input_schema=Amount, execute=transfer,
+                            require_approval=True)
+clerk = define_agent(name="obs-clerk", system_prompt="Pay.", tools=[transfer_tool])
 assistant = define_agent(
     name="obs-assistant", system_prompt="Help.",
     tools=[
         define_tool(name="lookup", description="Look up.", input_schema=Query, execute=lookup),
-        define_tool(name="transfer", description="Pay.", input_schema=Amount, execute=transfer, require_approval=True),
+        transfer_tool,
         slow_tool,
         create_sub_agent_tool(researcher),
     ],
 )
 lead = define_agent(
-    name="obs-lead", system_prompt="Lead.", tools=[create_sub_agent_tool(digger)],
+    name="obs-lead", system_prompt="Lead.", tools=[create_sub_agent_tool(digger), create_sub_agent_tool(clerk)],
     persistent_agents=[persistent_agent(researcher)],
 )
 

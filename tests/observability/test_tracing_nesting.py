@@ -1,7 +1,8 @@
 """Where a run's spans nest, read back from a real Arize Phoenix (the ``phoenix`` fixture):
 under the user's own span and DBOS workflow, under DBOS's workflow and step spans when
 DBOS's tracing is on, and under the call that started a companion or a sub-agent, even
-when the sub-agent's run is recovered on another worker after a SIGKILL."""
+when the sub-agent's run is recovered on another worker after a SIGKILL, or parks for
+approval (its wait and its continuation)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from helix_dbos.client import admin
 from helix_dbos.observability import session_span_context
 from helix_dbos.store.migrations import migrate
 from obs_kit import (
@@ -92,7 +94,7 @@ def test_runs_nest_under_the_callers_span_and_dbos_spans(make_database: Any, pho
         assert not _helix(dbos_step) and by_id[dbos_step["parent_id"]]["name"].startswith("agent_step ")
 
 
-def test_a_companion_and_a_recovered_sub_agent_stay_under_their_calls(make_database: Any, phoenix: str) -> None:
+def test_companions_and_sub_agents_recovered_or_waiting_stay_under_their_calls(make_database: Any, phoenix: str) -> None:
     url = make_database()
     migrate(url)
     env = {"HELIX_OBS_OTLP": f"{phoenix}/v1/traces", "HELIX_OBS_SLOW_SECONDS": "30"}
@@ -115,13 +117,18 @@ def test_a_companion_and_a_recovered_sub_agent_stay_under_their_calls(make_datab
         time.sleep(1)
         second = crash_and_replace(first, url, env)  # while the sub-agent's slow tool runs
         until(lambda: run_completed(url, session, 2), "the recovered runs to complete", timeout=120)
+        start("ask")
+        [call] = until(lambda: admin.list_pending(url, session), "the sub-agent's approval request")
+        admin.approve(url, session, call.tool_call_id)
+        until(lambda: run_completed(url, session, 3), "the sub-agent's continuation", timeout=90)
     finally:
         stop_all(serve, first, second)
 
     trace_id = format(session_span_context(session).trace_id, "032x")
 
     def ready(spans: list[dict[str, Any]]) -> bool:
-        return any(s["name"] == "invoke_agent obs-digger" and s["attributes"].get("helix.recovered") for s in spans)
+        recovered = any(s["name"] == "invoke_agent obs-digger" and s["attributes"].get("helix.recovered") for s in spans)
+        return recovered and sum(s["attributes"].get("helix.continued") is True for s in spans) == 1
 
     spans = spans_when(phoenix, trace_id, ready, "the recovered sub-agent in Phoenix")
     by_id, children = span_tree(spans)
@@ -150,3 +157,10 @@ def test_a_companion_and_a_recovered_sub_agent_stay_under_their_calls(make_datab
     assert digger_step["name"] == "agent_step 1" and digger_step["parent_id"] == digger_run["context"]["span_id"]
     [killed_model_call] = children(digger_step, "chat mock")
     assert killed_model_call["start_time"] < digger_run["start_time"]
+
+    # run 3: the sub-agent parks for approval; its wait and its continuation, under the call
+    [ask] = [s for s in spans if s["name"] == "invoke_agent obs-clerk" and "gen_ai.tool.call.id" in s["attributes"]]
+    [wait] = [s for s in spans if s["name"] == "helix.wait"]
+    assert wait["parent_id"] == ask["context"]["span_id"]
+    clerk_runs = children(ask, "invoke_agent obs-clerk")
+    assert sorted(s["attributes"]["helix.continued"] for s in clerk_runs) == [False, True]
