@@ -42,6 +42,7 @@ from helix_dbos.errors import (
 from helix_dbos.events import AbortedEvent, ForkedEvent
 from helix_dbos.logs import EventLog
 from helix_dbos.observability import metrics
+from helix_dbos.observability.tracing import trace_parent
 from helix_dbos.store import reads, retention, writes
 from helix_dbos.store.records import (
     AnswerRecord,
@@ -155,7 +156,7 @@ def plan_run(
             )
     run = (row.run_count if row else 0) + 1
     return RunRequest(
-        session_id=session_id, run=run, agent_name=agent_name, kind=kind, input=user_text,
+        session_id=session_id, run=run, agent_name=agent_name, kind=kind, input=user_text, trace_parent=trace_parent(),
     )
 
 

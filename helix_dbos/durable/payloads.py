@@ -105,6 +105,9 @@ class RunRequest(BaseModel):
     root_session_id: str | None = None
     parked: ParkedStep | None = None
     """Set for a continuation: the run resumes its parked step (``continuation_workflow_id``)."""
+    trace_parent: str | None = None
+    """The W3C ``traceparent`` of the span the run was started from (the caller's, or the
+    call that started a child), which the run's spans nest under (``observability/tracing.py``)."""
 
     @property
     def workflow_id(self) -> str:

@@ -89,7 +89,8 @@ async def await_answers_workflow(request: dict[str, Any]) -> dict[str, Any]:
     continuation on the run's queue. Holds no queue slot; a recovered waiter waits on."""
     wait = WaitRequest.model_validate(request)
     root = wait.continuation.root_session_id or wait.session_id
-    with observe.wait(wait.session_id, root, wait.run, wait.step, wait.tool_call_ids) as answered:
+    parent = wait.continuation.trace_parent
+    with observe.wait(wait.session_id, root, wait.run, wait.step, wait.tool_call_ids, parent) as answered:
         answers = await hitl.wait_for_answers(wait.session_id, wait.run, wait.step, wait.tool_call_ids)
         answered(answers)
     run = wait.continuation

@@ -107,23 +107,37 @@ class FleetCollector:
         return []  # not read at registration: the database may not be up yet
 
 
-_registered: dict[str, FleetReader] = {}
+OTEL_GAUGES = {
+    "helix_runs_in_progress": ("helix.runs.in_progress", "{run}"),
+    "helix_pending_calls": ("helix.pending_calls", "{call}"),
+    "helix_pending_call_oldest_age_seconds": ("helix.pending_call.oldest_age", "s"),
+    "helix_queue_workflows": ("helix.queue.workflows", "{workflow}"),
+    "helix_workers": ("helix.workers", "{worker}"),
+    "helix_worker_adopted_runs": ("helix.worker.adopted_runs", "{run}"),
+}
+"""Each gauge's OpenTelemetry name and unit: OpenTelemetry's Prometheus translation gives
+back the Prometheus name (``helix.pending_call.oldest_age`` in ``s`` is scraped as
+``helix_pending_call_oldest_age_seconds``)."""
+
+_readers: dict[str, FleetReader] = {}
+_reported: set[tuple[str, str]] = set()
 
 
 def register_fleet_metrics(database_url: str, *, prometheus: bool = True, otel: bool = False) -> FleetReader:
     """Report the fleet's gauges of ``database_url``: through Prometheus's default registry,
-    and with ``otel`` as OpenTelemetry observable gauges of the meter ``helix_dbos``.
-    Registering the same URL again does nothing more."""
-    reader = _registered.get(database_url)
-    if reader is not None:
-        return reader
-    reader = _registered[database_url] = FleetReader(database_url)
-    if prometheus:
+    and with ``otel`` as OpenTelemetry observable gauges of the meter ``helix_dbos``
+    (read through whatever ``MeterProvider`` the app installs, before or after this call).
+    Each system reports a URL once: registering it again for the same system does nothing
+    more, so ``helix-dbos serve`` and the app may both call this."""
+    reader = _readers.setdefault(database_url, FleetReader(database_url))
+    if prometheus and (database_url, "prometheus") not in _reported:
         from prometheus_client import REGISTRY
 
-        REGISTRY.register(FleetCollector(reader))  # type: ignore[arg-type]
-    if otel:
+        REGISTRY.register(FleetCollector(reader))
+        _reported.add((database_url, "prometheus"))
+    if otel and (database_url, "otel") not in _reported:
         _observe_with_otel(reader)
+        _reported.add((database_url, "otel"))
     return reader
 
 
@@ -132,7 +146,7 @@ def _observe_with_otel(reader: FleetReader) -> None:
     from opentelemetry.metrics import CallbackOptions, Observation
 
     meter = metrics.get_meter("helix_dbos")
-    names = sorted({name for name, _, _, _ in samples(Fleet(runs={("", ""): 0}, queues={("", ""): 0}))})
+    docs = {name: doc for name, doc, _, _ in samples(Fleet(runs={("", ""): 0}, queues={("", ""): 0}))}
 
     def callback_for(wanted: str) -> Any:
         def observe(options: CallbackOptions) -> Iterable[Observation]:
@@ -140,5 +154,5 @@ def _observe_with_otel(reader: FleetReader) -> None:
 
         return observe
 
-    for name in names:
-        meter.create_observable_gauge(name.replace("_", "."), callbacks=[callback_for(name)])
+    for name, (otel_name, unit) in OTEL_GAUGES.items():
+        meter.create_observable_gauge(otel_name, callbacks=[callback_for(name)], unit=unit, description=docs[name])

@@ -7,6 +7,11 @@ instrument of the default registry (when ``prometheus-client`` is installed: the
 ``helix-dbos worker`` exposes, and into an OpenTelemetry instrument of the meter
 ``helix_dbos``, which costs nothing until the app installs a ``MeterProvider``.
 
+The OpenTelemetry names and units are chosen so that OpenTelemetry's Prometheus
+translation gives back the Prometheus names: ``helix.runs.started`` (unit ``{run}``) is
+scraped as ``helix_runs_started_total``, ``helix.step.duration`` (unit ``s``) as
+``helix_step_duration_seconds``, so the same PromQL reads either path.
+
 A figure is recorded only where the work was done: a model call or a tool call whose
 step DBOS replays from its checkpoint records nothing, a step is timed only when this
 process committed it. What describes the fleet rather than this process's work (runs in
@@ -34,7 +39,7 @@ _meter = otel_metrics.get_meter("helix_dbos")
 class _Counter:
     """A counter under one name in both systems."""
 
-    def __init__(self, name: str, doc: str, labels: tuple[str, ...], unit: str = "1") -> None:
+    def __init__(self, name: str, doc: str, labels: tuple[str, ...], unit: str) -> None:
         self.prom = None if prom is None else prom.Counter(name, doc, labels)
         self.otel = _meter.create_counter(name.replace("_", "."), unit=unit, description=doc)
         self.labels = labels
@@ -61,16 +66,16 @@ class _Histogram:
         self.otel.record(seconds, labels)
 
 
-RUNS_STARTED = _Counter("helix_runs_started", "Runs this process began (execute or resume).", ("agent",))
+RUNS_STARTED = _Counter("helix_runs_started", "Runs this process began (execute or resume).", ("agent",), "{run}")
 RUNS_ENDED = _Counter(
     "helix_runs_ended", "Runs that ended in this process, by how (completed, failed, interrupted, aborted).",
-    ("agent", "status"),
+    ("agent", "status"), "{run}",
 )
 STEP_SECONDS = _Histogram("helix_step_duration_seconds", "Agent steps this process committed, start to commit.", ("agent",))
 MODEL_SECONDS = _Histogram("helix_model_call_duration_seconds", "Model calls this process made.", ("model", "outcome"))
 TOOL_SECONDS = _Histogram("helix_tool_call_duration_seconds", "Tool calls this process ran.", ("tool", "outcome"))
 TOKENS = _Counter("helix_tokens", "Tokens of the model calls this process made.", ("model", "type"), unit="{token}")
-COST = _Counter("helix_cost_usd", "Cost in US dollars of the model calls this process made.", ("model",), unit="USD")
+COST = _Counter("helix_cost_usd", "Cost in US dollars of the model calls this process made.", ("model",), unit="{USD}")
 
 
 def run_started(agent: str) -> None:

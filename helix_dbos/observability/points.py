@@ -9,9 +9,11 @@ made the call. A step's span, and the spans of its sub-agent calls, belong to wo
 code, which a recovered run runs again up to where it crashed: they are exported only
 for a step whose commit this execution made; a step it replays (its commit recognized
 as made already) leaves no span (its span is never ended, so never exported). A
-recovered run's span starts at the recovery, with ``helix.recovered``; the span of the
-execution that crashed was never ended, so what it did before the crash (ended spans)
-points at a parent the backend never receives.
+recovered run's span starts at the recovery, with ``helix.recovered``. The spans of the
+execution that crashed were never ended; what it did end before the crash points at
+them, which the recovered execution's spans replace under the same ids with
+:class:`~helix_dbos.observability.span_ids.StableSpanIds` (else at parents the backend
+never receives).
 
 **Waits.** A run that parks for people ends its span with a ``helix.suspended`` event;
 the waiter's ``helix.wait`` span lasts until the answers are in (or their deadlines
@@ -37,7 +39,15 @@ from typing import Any
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from helix_dbos.observability import metrics
-from helix_dbos.observability.tracing import TRACER, current, launching, run_parent, session_span_context
+from helix_dbos.observability.tracing import (
+    TRACER,
+    current,
+    launching,
+    run_parent,
+    session_span_context,
+    start_span,
+)
+from helix_dbos.observability.tracing import trace_parent as trace_parent  # companions' requests carry it
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
@@ -57,6 +67,7 @@ class RunObservation:
 
     span: Span
     agent: str
+    workflow_id: str
     ended_here: bool = False
     """A terminal step was committed (or the run failed) by this execution: its end counts."""
 
@@ -93,8 +104,8 @@ def run(request: Any, first_execution: bool) -> Iterator[RunObservation]:
     if first_execution and parked is None:
         metrics.run_started(request.agent_name)
     root = request.root_session_id or request.session_id
-    parent, links = run_parent(root)
-    span = TRACER.start_span(f"invoke_agent {request.agent_name}", context=parent, links=links, kind=SpanKind.INTERNAL)
+    parent, links = run_parent(root, request.trace_parent)
+    span = start_span(f"invoke_agent {request.agent_name}", ("run", request.workflow_id), context=parent, links=links)
     if span.is_recording():
         span.set_attributes({
             "gen_ai.operation.name": "invoke_agent",
@@ -113,7 +124,7 @@ def run(request: Any, first_execution: bool) -> Iterator[RunObservation]:
             span.set_attribute("helix.parent_tool_call_id", request.parent_tool_call_id or "")
         if parked is not None:
             span.add_event("helix.resumed", {"helix.step": parked.step, **_answers(parked.gates, parked.answers)})
-    observation = RunObservation(span, request.agent_name)
+    observation = RunObservation(span, request.agent_name, request.workflow_id)
     token = _run.set(observation)
     try:
         with current(span):
@@ -161,10 +172,16 @@ class StepObservation:
 _step: ContextVar[StepObservation | None] = ContextVar("helix_step_observation", default=None)
 
 
+def _durable_key(kind: str, what: str) -> tuple[str, ...] | None:
+    """The stable span id key of a ``kind`` of span (a step, a call) in the current run's workflow."""
+    run_observation = _run.get()
+    return None if run_observation is None else (kind, run_observation.workflow_id, what)
+
+
 @contextmanager
 def step(agent: str, step_no: int) -> Iterator[StepObservation]:
     """One agent step of this execution: model call, tools, children, commit (or a park)."""
-    span = TRACER.start_span(f"agent_step {step_no}", attributes={"helix.step": step_no})
+    span = start_span(f"agent_step {step_no}", _durable_key("step", str(step_no)), attributes={"helix.step": step_no})
     observation = StepObservation(span, agent)
     token = _step.set(observation)
     try:
@@ -306,15 +323,19 @@ def tool_call(name: str, call_id: str, arguments: Any = None) -> Iterator[Any]:
 @dataclass
 class LaunchObservation:
     """A call that runs another agent (a sub-agent or a companion): its span, under which
-    the child's run nests when it starts in this process."""
+    the child's run nests, wherever and whenever it runs."""
 
     span: Span
 
     @contextmanager
     def launching(self) -> Iterator[None]:
-        """Start the child's workflow in this block."""
+        """Start the child's workflow in this block (DBOS's spans of it nest under the call)."""
         with launching(self.span):
             yield
+
+    def request(self, request: Any) -> dict[str, Any]:
+        """The child's ``RunRequest`` as workflow input, carrying this call's span."""
+        return dict(request.model_copy(update={"trace_parent": trace_parent(self.span)}).model_dump(mode="json"))
 
     def finished(self, status: str, error: str | None = None) -> None:
         """The child's run ended (or the call ended without waiting for it)."""
@@ -329,8 +350,8 @@ class LaunchObservation:
 
 
 def sub_agent(call_id: str, name: str, child_session_id: str | None = None) -> LaunchObservation:
-    """A call of a sub-agent (``name``) or companion tool; end it with ``finished``."""
-    span = TRACER.start_span(f"invoke_agent {name}", attributes={
+    """A call of the sub-agent ``name``; end it with ``finished``."""
+    span = start_span(f"invoke_agent {name}", _durable_key("call", call_id), attributes={
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name, "gen_ai.tool.call.id": call_id,
     })
     if child_session_id is not None:
@@ -340,8 +361,12 @@ def sub_agent(call_id: str, name: str, child_session_id: str | None = None) -> L
 
 @contextmanager
 def companion_call(call_id: str, tool_name: str) -> Iterator[None]:
-    """A companion tool call: the companion runs it starts nest under it."""
-    observation = sub_agent(call_id, tool_name)
+    """A companion tool call: the companion run it starts (a request built in this block,
+    :func:`~helix_dbos.observability.tracing.trace_parent`) nests under its span."""
+    span = start_span(f"execute_tool {tool_name}", _durable_key("call", call_id), attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool_name, "gen_ai.tool.call.id": call_id,
+    })
+    observation = LaunchObservation(span)
     status = "failed"
     try:
         with observation.launching():
@@ -352,10 +377,14 @@ def companion_call(call_id: str, tool_name: str) -> Iterator[None]:
 
 
 @contextmanager
-def wait(session_id: str, root_session_id: str, run_no: int, step_no: int, call_ids: list[str]) -> Iterator[Any]:
-    """The wait of a parked step for people's answers (the waiter workflow). Yields a
-    function to call with the answers (None: the run ended meanwhile)."""
-    parent, links = run_parent(root_session_id)
+def wait(
+    session_id: str, root_session_id: str, run_no: int, step_no: int, call_ids: list[str],
+    trace_parent: str | None = None,
+) -> Iterator[Any]:
+    """The wait of a parked step for people's answers (the waiter workflow), beside the
+    run's spans (under ``trace_parent``, the run's). Yields a function to call with the
+    answers (None: the run ended meanwhile)."""
+    parent, links = run_parent(root_session_id, trace_parent)
     span = TRACER.start_span("helix.wait", context=parent, links=links, attributes={
         "helix.session_id": session_id, "helix.run": run_no, "helix.step": step_no, "helix.tool_call_ids": call_ids,
     })

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+import httpx
 import pytest
 
 HERE = Path(__file__).resolve().parent
@@ -74,6 +75,27 @@ def server(url: str, port: int, env: dict[str, str] | None = None) -> Proc:
     return proc
 
 
+def stop_all(*procs: Proc | None) -> None:
+    """SIGTERM each process that was started, and wait for it."""
+    for proc in procs:
+        if proc is not None:
+            proc.stop()
+
+
+def crash_and_replace(killed: Proc, url: str, env: dict[str, str]) -> Proc:
+    """SIGKILL ``killed`` (in the middle of a 30 s ``slow`` tool) and start another worker,
+    whose ``slow`` takes 0.2 s; it (or another live process) adopts the killed one's runs."""
+    killed.kill()
+    return worker(url, env={**env, "HELIX_OBS_SLOW_SECONDS": "0.2"})
+
+
+def slow_called(url: str, session_id: str) -> bool:
+    """Whether the session, or a child whose events it relays, called the ``slow`` tool."""
+    from helix_dbos.client import admin
+
+    return any(e.type == "tool_call" and "slow" in str(e.data) for e in admin.tail(url, session_id, follow=False))
+
+
 def until(check: Callable[[], Any], what: str, timeout: float = 60, every: float = 0.2) -> Any:
     """Poll ``check`` until it returns something truthy; fail the test after ``timeout``.
     A check that returns a pair ``(ok, seen)`` reports ``seen`` when it fails."""
@@ -85,3 +107,50 @@ def until(check: Callable[[], Any], what: str, timeout: float = 60, every: float
         if time.monotonic() > deadline:
             pytest.fail(f"still waiting for {what} after {timeout}s (last: {value!r})")
         time.sleep(every)
+
+
+def spans_of(base: str, trace_id: str) -> list[dict[str, Any]]:
+    """Every span Phoenix holds of trace ``trace_id``."""
+    found: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": 1000, **({"cursor": cursor} if cursor else {})}
+        body = httpx.get(f"{base}/v1/projects/default/spans", params=params, timeout=30).json()
+        found += [s for s in body["data"] if s["context"]["trace_id"] == trace_id]
+        cursor = body.get("next_cursor")
+        if not cursor:
+            return found
+
+
+def spans_when(base: str, trace_id: str, ready: Callable[[list[dict[str, Any]]], bool], what: str) -> list[dict[str, Any]]:
+    """The spans of trace ``trace_id`` once ``ready(spans)``; a failure lists them briefly."""
+    seen: list[dict[str, Any]] = []
+
+    def check() -> tuple[bool, list[tuple[Any, ...]]]:
+        seen[:] = spans_of(base, trace_id)
+        brief = [(s["name"], s["context"]["span_id"], s["parent_id"], s["attributes"].get("helix.session_id")) for s in seen]
+        return ready(seen), brief
+
+    until(check, what)
+    return seen
+
+
+def span_tree(spans: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], Callable[..., list[dict[str, Any]]]]:
+    """Spans by id, and ``children(span, name=None)``: the spans whose parent is ``span``."""
+
+    def children(span: dict[str, Any], name: str | None = None) -> list[dict[str, Any]]:
+        return [s for s in spans if s["parent_id"] == span["context"]["span_id"] and (name is None or s["name"] == name)]
+
+    return {s["context"]["span_id"]: s for s in spans}, children
+
+
+def run_completed(url: str, session_id: str, run: int) -> bool:
+    """Whether run ``run`` is the session's latest and completed (False before the session exists)."""
+    from helix_dbos.client import admin
+    from helix_dbos.errors import SessionNotFoundError
+
+    try:
+        current = admin.get_current_run(url, session_id)
+    except SessionNotFoundError:
+        return False
+    return current is not None and current.run == run and current.status == "completed"

@@ -75,6 +75,17 @@ def promql(base: str, query: str) -> dict[str, float]:
     }
 
 
+ENDED = 'sum by (job) (helix_runs_ended_total{agent="obs-assistant",status="completed"})'
+
+
+def start_runs(port: int, prefix: str, *words: str) -> None:
+    """``POST /start`` on the server: one run of ``obs-assistant`` per word, session ``<prefix>-<word>``."""
+    for word in words:
+        response = httpx.post(f"http://127.0.0.1:{port}/start", json={
+            "agent": "obs-assistant", "input": word, "session_id": f"{prefix}-{word}"}, timeout=30)
+        assert response.status_code == 202, response.text
+
+
 def _is(seen: dict[str, float], wanted: dict[str, float]) -> tuple[bool, dict[str, float]]:
     return seen == wanted, seen
 
@@ -87,13 +98,8 @@ def test_prometheus_reads_the_work_of_a_worker_and_the_fleet_from_both(make_data
     serve = server(url, ports["serve"])
     try:
         api = f"http://127.0.0.1:{ports['serve']}"
-        for word in ("hello", "tools", "delegate", "approve"):
-            response = httpx.post(f"{api}/start", json={"agent": "obs-assistant", "input": word,
-                                                        "session_id": f"prom-{word}"}, timeout=30)
-            assert response.status_code == 202, response.text
-
-        ended = 'sum by (job) (helix_runs_ended_total{agent="obs-assistant",status="completed"})'
-        until(lambda: promql(prom, ended).get("helix-worker") == 3, "three completed runs", timeout=90)
+        start_runs(ports["serve"], "prom", "hello", "tools", "delegate", "approve")
+        until(lambda: promql(prom, ENDED).get("helix-worker") == 3, "three completed runs", timeout=90)
         waiting = 'helix_runs_in_progress{agent="obs-assistant",status="awaiting_approval"}'
         until(lambda: _is(promql(prom, waiting), {"helix-worker": 1, "helix-serve": 1}), "the waiting run, from both")
 
@@ -118,9 +124,44 @@ def test_prometheus_reads_the_work_of_a_worker_and_the_fleet_from_both(make_data
             "session_id": "prom-approve", "tool_call_id": call.tool_call_id, "approved": True,
         }, timeout=30)
         assert approve.status_code < 300, approve.text
-        until(lambda: promql(prom, ended).get("helix-worker") == 4, "the approved run to complete", timeout=90)
+        until(lambda: promql(prom, ENDED).get("helix-worker") == 4, "the approved run to complete", timeout=90)
         until(lambda: _is(promql(prom, waiting), {"helix-worker": 0, "helix-serve": 0}), "no run waiting")
         assert promql(prom, 'helix_pending_calls{kind="approval"}') == {"helix-worker": 0, "helix-serve": 0}
+    finally:
+        serve.stop()
+        work.stop()
+
+
+def test_the_same_figures_through_opentelemetry_metrics(make_database: Any, prometheus: Any) -> None:
+    """A worker whose app reports through OpenTelemetry only (a ``MeterProvider`` with
+    OpenTelemetry's Prometheus reader, and ``register_fleet_metrics(url, otel=True)``):
+    Prometheus reads its figures under the names and labels of the Prometheus path."""
+    ports, prom = prometheus
+    url = make_database()
+    migrate(url)
+    work = worker(url, env={"HELIX_OBS_OTEL_METRICS_PORT": str(ports["worker"])})
+    serve = server(url, ports["serve"])
+    try:
+        start_runs(ports["serve"], "otel", "hello", "tools", "approve")
+        until(lambda: promql(prom, ENDED).get("helix-worker") == 2, "two completed runs", timeout=90)
+        waiting = 'sum by (job) (helix_runs_in_progress{agent="obs-assistant",status="awaiting_approval"})'
+        until(lambda: _is(promql(prom, waiting), {"helix-worker": 1, "helix-serve": 1}), "the waiting run, from both")
+
+        through_otel = 'count by (job) (helix_runs_started_total{otel_scope_name="helix_dbos"})'
+        assert set(promql(prom, through_otel)) == {"helix-worker"}  # the server's come from prometheus_client
+        assert promql(prom, 'sum by (job) (helix_runs_started_total)') == {"helix-worker": 3}
+        tool_calls = promql(prom, 'sum by (job) (helix_tool_call_duration_seconds_count{tool="lookup",outcome="ok"})')
+        assert tool_calls == {"helix-worker": 2}
+        steps = promql(prom, 'sum by (job) (helix_step_duration_seconds_count{agent="obs-assistant"})')
+        assert steps == {"helix-worker": 3}  # hello 1, tools 2; approve: parked, not committed yet
+        assert promql(prom, 'sum by (job) (helix_tokens_total{model="mock",type="input"})')["helix-worker"] > 0
+        p99 = promql(prom, "histogram_quantile(0.99, sum by (le, job) (helix_tool_call_duration_seconds_bucket))")
+        assert 0.05 <= p99["helix-worker"] <= 0.25
+        pending = promql(prom, 'sum by (job) (helix_pending_calls{kind="approval"})')
+        assert pending == {"helix-worker": 1, "helix-serve": 1}
+        age = promql(prom, 'max by (job) (helix_pending_call_oldest_age_seconds{kind="approval"})')
+        assert 0 < age["helix-worker"] < 120
+        assert promql(prom, 'sum by (job) (helix_workers{status="live"})') == {"helix-worker": 2, "helix-serve": 2}
     finally:
         serve.stop()
         work.stop()

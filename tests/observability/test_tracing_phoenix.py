@@ -10,68 +10,28 @@ is SIGKILLed, so a second worker adopts and finishes the run.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from helix_dbos.client import admin
 from helix_dbos.observability import session_span_context
 from helix_dbos.store.migrations import migrate
-from obs_kit import free_port, server, until, worker
+from obs_kit import (
+    crash_and_replace,
+    free_port,
+    run_completed,
+    server,
+    slow_called,
+    span_tree,
+    spans_when,
+    stop_all,
+    until,
+    worker,
+)
 
-PHOENIX = Path(__file__).resolve().parents[2] / ".helix" / "phoenix-venv" / "bin" / "phoenix"
 SESSION = "trace-me"
-
-
-@pytest.fixture(scope="module")
-def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A Phoenix server of its own (SQLite in a temporary directory); its base URL."""
-    if not PHOENIX.exists():
-        pytest.fail(f"Arize Phoenix is not installed at {PHOENIX}: run ./scripts/test.sh (it installs it)")
-    port, grpc = free_port(), free_port()
-    env = {**os.environ, "PHOENIX_WORKING_DIR": str(tmp_path_factory.mktemp("phoenix")), "PHOENIX_PORT": str(port),
-           "PHOENIX_GRPC_PORT": str(grpc), "PHOENIX_HOST": "127.0.0.1"}
-    proc = subprocess.Popen([str(PHOENIX), "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    until(lambda: _healthy(base), "Phoenix to start", timeout=120, every=0.5)
-    try:
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(30)
-
-
-def _healthy(base: str) -> bool:
-    try:
-        return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def spans_of(base: str, trace_id: str) -> list[dict[str, Any]]:
-    """Every span Phoenix holds of trace ``trace_id``."""
-    found: list[dict[str, Any]] = []
-    cursor = None
-    while True:
-        params: dict[str, Any] = {"limit": 1000, **({"cursor": cursor} if cursor else {})}
-        body = httpx.get(f"{base}/v1/projects/default/spans", params=params, timeout=30).json()
-        found += [s for s in body["data"] if s["context"]["trace_id"] == trace_id]
-        cursor = body.get("next_cursor")
-        if not cursor:
-            return found
-
-
-def _completed(url: str, run: int) -> bool:
-    try:
-        current = admin.get_current_run(url, SESSION)
-    except Exception:
-        return False  # not created yet
-    return current is not None and current.run == run and current.status == "completed"
 
 
 def test_a_session_with_four_runs_a_wait_a_sub_agent_and_a_crash_is_one_trace(make_database: Any, phoenix: str) -> None:
@@ -96,26 +56,19 @@ def test_a_session_with_four_runs_a_wait_a_sub_agent_and_a_crash_is_one_trace(ma
                 [call] = until(lambda: admin.list_pending(url, SESSION), "the approval request")
                 time.sleep(0.5)  # a wait the trace shows
                 admin.approve(url, SESSION, call.tool_call_id)
-            until(lambda: _completed(url, run), f"run {word!r} to complete")
+            until(lambda: run_completed(url, SESSION, run), f"run {word!r} to complete")
         start("slow")
-        until(lambda: _slow_called(url), "the model to call the slow tool", timeout=60)
+        until(lambda: slow_called(url, SESSION), "the model to call the slow tool", timeout=60)
         time.sleep(1.5)  # the tool runs (30 s)
-        first.kill()  # SIGKILL in the middle of the slow tool
-        second = worker(url, env={**env, "HELIX_OBS_SLOW_SECONDS": "0.2"})
-        until(lambda: _completed(url, 4), "the crashed run to complete on the second worker", timeout=120)
+        second = crash_and_replace(first, url, env)  # SIGKILL in the middle of the slow tool
+        until(lambda: run_completed(url, SESSION, 4), "the crashed run to complete on the second worker", timeout=120)
     finally:
-        serve.stop()
-        for proc in (first, second):
-            if proc is not None:
-                proc.stop()
+        stop_all(serve, first, second)
 
     trace_id = format(session_span_context(SESSION).trace_id, "032x")
-    spans = until(lambda: (len(s := spans_of(phoenix, trace_id)) >= 30, s), "the spans in Phoenix")[1]
-    by_id = {s["context"]["span_id"]: s for s in spans}
+    spans = spans_when(phoenix, trace_id, lambda spans: len(spans) >= 30, "the spans in Phoenix")
+    by_id, children = span_tree(spans)
     root_id = format(session_span_context(SESSION).span_id, "016x")
-
-    def children(span: dict[str, Any], name: str | None = None) -> list[dict[str, Any]]:
-        return [s for s in spans if s["parent_id"] == span["context"]["span_id"] and (name is None or s["name"] == name)]
 
     runs = [s for s in spans if s["name"] == "invoke_agent obs-assistant" and s["parent_id"] == root_id]
     assert sorted((s["attributes"]["helix.run"], s["attributes"]["helix.continued"]) for s in runs
@@ -149,15 +102,13 @@ def test_a_session_with_four_runs_a_wait_a_sub_agent_and_a_crash_is_one_trace(ma
     assert children(child_run, "agent_step 1")
 
     # run 4: killed in the slow tool; the recovered execution runs the tool again (once
-    # more, one span) and does not call the model again for the step it replays
+    # more, one span: the killed one never ended) and does not call the model again
     recovered = [s for s in runs if s["attributes"]["helix.recovered"]]
     assert [s["attributes"]["helix.run"] for s in recovered] == [4]
     slow = [s for s in spans if s["name"] == "execute_tool slow"]
     assert len(slow) == 1 and by_id[slow[0]["parent_id"]]["parent_id"] == recovered[0]["context"]["span_id"]
     run4_models = [s for s in spans if s["name"] == "chat mock"
                    and by_id.get(s["parent_id"], {}).get("parent_id") == recovered[0]["context"]["span_id"]]
-    assert len(run4_models) == 1  # step 2's; step 1's model call was made before the crash, and replayed
-
-
-def _slow_called(url: str) -> bool:
-    return any(e.type == "tool_call" and "slow" in str(e.data) for e in admin.tail(url, SESSION, follow=False))
+    # step 1's call, made before the crash and replayed after it (one span, exported by the
+    # killed worker, under the recovered step: the same span ids), and step 2's
+    assert len(run4_models) == 2

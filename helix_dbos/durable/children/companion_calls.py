@@ -98,7 +98,7 @@ async def _deliver(
     request = RunRequest(
         session_id=delivery.session_id, run=delivery.run, agent_name=delivery.agent_name, input=message,
         parent_session_id=scope.session_id, parent_tool_call_id=spec.companion_owner(delivery.name),
-        root_session_id=scope.root_session_id,
+        root_session_id=scope.root_session_id, trace_parent=observe.trace_parent(),
     )
     await live_events_written()  # the parent's events before the child's
     with SetWorkflowID(request.workflow_id):

@@ -84,7 +84,7 @@ async def run_children(
         await live_events_written()  # the parent's events before the child's, relayed
         observed = observe.sub_agent(call.id, call.agent_type, request.session_id)
         with SetWorkflowID(run_workflow_id(request.session_id, 1)), observed.launching():
-            handle = await DBOS.start_workflow_async(scope.run_workflow, request.model_dump(mode="json"))
+            handle = await DBOS.start_workflow_async(scope.run_workflow, observed.request(request))
         running.append((call, request, handle, observed))
     for item in running:
         results.append(await _finish_child(item, events))
