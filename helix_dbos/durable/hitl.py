@@ -38,7 +38,7 @@ from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.requests import ToolOutcome, waiter_workflow_id
 from helix_dbos.durable.runtime import current_runtime
 from helix_dbos.durable.scope import RunScope
-from helix_dbos.durable.step_events import StepEvents, outcome_events
+from helix_dbos.durable.step_events import StepEvents, live_events_written, outcome_events
 from helix_dbos.durable.steps import evaluate_approval
 from helix_dbos.durable.tool_phases import start_parallel
 from helix_dbos.store.records import WaitState
@@ -85,6 +85,7 @@ async def suspend(scope: RunScope, step_no: int, calls: list[ParsedToolCall], ga
     status = suspension_status(gates)
     req = scope.request
     runtime = current_runtime()
+    await live_events_written()  # the step's tool_call events before the requests that gate them
     await asyncio.to_thread(runtime.suspend, req.session_id, req.run, step_no, status, rows)
     for row in rows:
         runtime.log.info(

@@ -19,11 +19,6 @@ from runtime_testkit import Serving, call, calls, rows, text, unique, use_model
 from helix_dbos import ToolContext, define_agent, define_tool
 from helix_dbos.server import create_app
 
-# Now and then a chat here does not end (the Node client waits out its timeout; seen in
-# about one whole-suite run in two, rarely alone); until the cause is found, a test is run
-# up to three times and fails only when every attempt failed.
-pytestmark = pytest.mark.flaky(reruns=2)
-
 NODE_DIR = Path(__file__).resolve().parent.parent / "chat" / "node"
 
 
