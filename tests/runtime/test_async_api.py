@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from pydantic import BaseModel
-from runtime_testkit import RESULT_TIMEOUT, call, calls, rows, text, unique, use_model
+from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, rows, text, unique, use_model
 
 from helix_dbos import ToolContext, define_agent, define_tool
 from helix_dbos.answers import ApprovalResponse
@@ -177,3 +177,26 @@ def test_each_update_state_is_published_at_once_before_the_tool_ends(executor):
     assert {(d.tool_call_id, d.tool_name, d.index) for d in live} == {("w1", "work", 0), ("w1", "work", 1)}
     order = [i.type if not isinstance(i, DeltaRecord) else f"delta:{i.kind}" for i in items]
     assert order.index("delta:state") < order.index("tool_result") < order.index("state_patch")
+
+
+def test_resume_async_continues_an_interrupted_session_with_a_new_run(executor):
+    gate = Gate()
+    agent = define_agent(unique("async"), tools=[gate.tool()])
+    use_model(executor, calls(call("g1", "wait_here")), text("resumed"))
+    sid = unique("async-session")
+
+    async def main() -> tuple[Any, Any, Any]:
+        first = await executor.execute_async(agent, "go", sid)
+        await asyncio.to_thread(gate.wait_entered)
+        assert await asyncio.to_thread(executor.interrupt, sid)
+        gate.open()
+        interrupted = await first.result_async(timeout=RESULT_TIMEOUT)
+        second = await executor.resume_async(agent, sid)
+        resumed = await second.result_async(timeout=RESULT_TIMEOUT)
+        await executor.close_async()
+        return interrupted, second, resumed
+
+    interrupted, second, resumed = asyncio.run(main())
+
+    assert interrupted.status == "interrupted"
+    assert second.run == 2 and (resumed.status, resumed.output) == ("completed", "resumed")
