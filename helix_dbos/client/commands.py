@@ -604,7 +604,11 @@ def fork(engine: sa.Engine, session_id: str, from_step: int, new_session_id: str
 def require_session(conn: sa.Connection, session_id: str) -> SessionRecord:
     """The session's row, or :class:`SessionNotFoundError` (a clear error for an unstorable id too)."""
     require_storable("session_id", session_id)
-    row = reads.get_session_row(conn, session_id)
+    return found_session(reads.get_session_row(conn, session_id), session_id)
+
+
+def found_session(row: SessionRecord | None, session_id: str) -> SessionRecord:
+    """``row``, read for ``session_id``, or :class:`SessionNotFoundError` when there was none."""
     if row is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
     return row

@@ -68,6 +68,11 @@ class LiveStreams:
         async with await self._connection() as conn:
             return await async_reads.get_session_row(conn, session_id)
 
+    async def sessions(self, limit: int = 50, status: str | None = None) -> list[SessionRecord]:
+        """Most recently updated sessions first (rows only)."""
+        async with await self._connection() as conn:
+            return await async_reads.list_sessions(conn, limit, status)
+
     async def follow(
         self,
         session_id: str,

@@ -2,7 +2,9 @@
 commands: every one works whichever process started the run, because everything it
 reads or asks goes through the database (and DBOS), not through in-memory handles.
 
-Commands (short transactions) run in Starlette's thread pool. ``/sse`` is native async:
+``/start``, ``/resume`` and ``GET /sessions`` are native async (``execute_async``,
+``resume_async``, async reads); the other commands (short transactions, answers sent
+inside them) run in Starlette's thread pool. ``/sse`` is native async too:
 it shares the process's one listening connection and reads through a small pool
 (:class:`~helix_dbos.client.live.LiveStreams`), holding no thread and no connection of
 its own, one keep-alive comment per quiet interval, until the session stops running (or,
@@ -77,19 +79,16 @@ def _query(request: Request, model: type[B]) -> B:
 
 async def start(request: Request) -> Response:
     body = await _body(request, StartBody)
-    handle = await run_in_threadpool(_executor(request).execute, body.agent, body.input, body.session_id, body.queue)
+    handle = await _executor(request).execute_async(body.agent, body.input, body.session_id, body.queue)
     return JSONResponse({"session_id": handle.session_id, "run": handle.run, "workflow_id": handle.workflow_id}, 202)
 
 
 async def resume(request: Request) -> Response:
     body = await _body(request, ResumeBody)
     executor = _executor(request)
-
-    def run() -> Any:
-        agent = body.agent or _session_row(executor, body.session_id).agent_name
-        return executor.resume(agent, body.session_id)
-
-    handle = await run_in_threadpool(run)
+    require_storable("session_id", body.session_id)
+    agent = body.agent or commands.found_session(await executor.live().session_row(body.session_id), body.session_id).agent_name
+    handle = await executor.resume_async(agent, body.session_id)
     return JSONResponse({"session_id": handle.session_id, "run": handle.run, "workflow_id": handle.workflow_id}, 202)
 
 
@@ -141,15 +140,9 @@ async def status(request: Request) -> Response:
 
 async def list_sessions(request: Request) -> Response:
     query = _query(request, SessionsQuery)
-    executor = _executor(request)
-
-    def read() -> list[dict[str, Any]]:
-        require_storable("status", query.status)
-        with executor.engine.connect() as conn:
-            rows = reads.list_sessions(conn, limit=query.limit, status=query.status)
-        return [row.model_dump(mode="json", exclude=_LISTING) for row in rows]
-
-    return JSONResponse(await run_in_threadpool(read))
+    require_storable("status", query.status)
+    rows = await _executor(request).live().sessions(limit=query.limit, status=query.status)
+    return JSONResponse([row.model_dump(mode="json", exclude=_LISTING) for row in rows])
 
 
 async def get_session(request: Request) -> Response:
@@ -198,12 +191,6 @@ async def sse_frames(
 async def _finished(live: LiveStreams, session_id: str, last_sent: int) -> bool:
     session = await live.session_row(session_id)
     return session is not None and session.status not in ACTIVE_STATUSES and session.event_seq <= last_sent
-
-
-def _session_row(executor: DBOSAgentExecutor, session_id: str) -> Any:
-    require_storable("session_id", session_id)
-    with executor.engine.connect() as conn:
-        return commands.require_session(conn, session_id)
 
 
 async def require_known(live: LiveStreams, session_id: str) -> None:

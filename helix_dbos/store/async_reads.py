@@ -15,8 +15,8 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
-from helix_dbos.store.reads import EVENTS_AFTER, SESSION_ROW
-from helix_dbos.store.records import EventRecord, SessionRecord
+from helix_dbos.store.reads import EVENTS_AFTER, SESSION_ROW, pending_query, sessions_query
+from helix_dbos.store.records import EventRecord, PendingToolCall, SessionRecord
 
 _DIALECT = psycopg_dialect.dialect()
 
@@ -50,3 +50,15 @@ async def get_session_row(conn: AsyncConnection[Any], session_id: str) -> Sessio
     rows = await _rows(conn, _SESSION_ROW, {"id": session_id})
     return SessionRecord.model_validate(rows[0]) if rows else None
 
+
+
+async def list_sessions(conn: AsyncConnection[Any], limit: int = 50, status: str | None = None) -> list[SessionRecord]:
+    """Most recently updated sessions first (rows only)."""
+    rows = await _rows(conn, psycopg_sql(sessions_query(status)), {"status": status, "limit": limit})
+    return [SessionRecord.model_validate(row) for row in rows]
+
+
+async def list_pending(conn: AsyncConnection[Any], session_id: str | None = None) -> list[PendingToolCall]:
+    """Open pending tool calls: all, or of one session and its sub-agents."""
+    rows = await _rows(conn, psycopg_sql(pending_query(session_id)), {"id": session_id})
+    return [PendingToolCall.model_validate(row) for row in rows]

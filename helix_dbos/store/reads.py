@@ -52,13 +52,15 @@ def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | Non
     return SessionRecord.model_validate(dict(row)) if row else None
 
 
+def sessions_query(status: str | None) -> sa.TextClause:
+    """The statement of :func:`list_sessions` (parameters ``status`` and ``limit``)."""
+    where = "WHERE status = :status" if status else ""
+    return sa.text(f"SELECT {_SESSION_COLUMNS} FROM helix.sessions {where} ORDER BY updated_at DESC LIMIT :limit")
+
+
 def list_sessions(conn: sa.Connection, limit: int = 50, status: str | None = None) -> list[SessionRecord]:
     """Most recently updated sessions first."""
-    where = "WHERE status = :status" if status else ""
-    rows = conn.execute(
-        sa.text(f"SELECT {_SESSION_COLUMNS} FROM helix.sessions {where} ORDER BY updated_at DESC LIMIT :limit"),
-        {"status": status, "limit": limit},
-    ).mappings()
+    rows = conn.execute(sessions_query(status), {"status": status, "limit": limit}).mappings()
     return [SessionRecord.model_validate(dict(r)) for r in rows]
 
 
@@ -227,16 +229,18 @@ def list_pending(
 ) -> list[PendingToolCall]:
     """Open pending tool calls (waiting, and before their deadline): all, or of one
     session (and, by default, its sub-agents)."""
+    rows = conn.execute(pending_query(session_id, include_descendants), {"id": session_id}).mappings()
+    return [PendingToolCall.model_validate(dict(r)) for r in rows]
+
+
+def pending_query(session_id: str | None, include_descendants: bool = True) -> sa.TextClause:
+    """The statement of :func:`list_pending` (parameter ``id``)."""
     where = "status = 'pending' AND (deadline IS NULL OR deadline > now())"
     if session_id is not None and include_descendants:
         where += " AND (session_id = :id OR root_session_id = :id)"
     elif session_id is not None:
         where += " AND session_id = :id"
-    rows = conn.execute(
-        sa.text(f"SELECT * FROM helix.pending_tool_calls WHERE {where} ORDER BY requested_at, tool_call_id"),
-        {"id": session_id},
-    ).mappings()
-    return [PendingToolCall.model_validate(dict(r)) for r in rows]
+    return sa.text(f"SELECT * FROM helix.pending_tool_calls WHERE {where} ORDER BY requested_at, tool_call_id")
 
 
 def get_pending_call(conn: sa.Connection, session_id: str, tool_call_id: str) -> PendingToolCall | None:
