@@ -4,6 +4,7 @@ Postgres, in an event loop of the test's own; many readers share one listening c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from typing import Any
 
@@ -200,3 +201,38 @@ def test_resume_async_continues_an_interrupted_session_with_a_new_run(executor):
 
     assert interrupted.status == "interrupted"
     assert second.run == 2 and (resumed.status, resumed.output) == ("completed", "resumed")
+
+
+def test_a_subscriber_added_while_the_listener_changes_channels_misses_no_delta(executor):
+    """Entering ``subscribe`` returns once the connection listens on the session's delta
+    channel, even when the subscriber came while the listener was busy listening on many
+    other channels: a delta published right after it arrives."""
+    import psycopg
+
+    from helix_dbos.client.notifications import WAKE, Notifications
+    from helix_dbos.database import libpq_url
+    from helix_dbos.store.deltas import delta_channel
+
+    delta = DeltaRecord(session_id="late", run=1, step=1, attempt=1, index=0, kind="text", text="hi")
+
+    async def main() -> list[Any]:
+        notifications = Notifications(executor.database_url)
+        received = []
+        async with contextlib.AsyncExitStack() as stack:
+            conn = await stack.enter_async_context(
+                await psycopg.AsyncConnection.connect(libpq_url(executor.database_url), autocommit=True)
+            )
+            await stack.enter_async_context(notifications.subscribe(unique("first"), deltas=True))  # connected, idle
+            others = [stack.enter_async_context(notifications.subscribe(unique("busy"), deltas=True)) for _ in range(500)]
+            crowd = asyncio.gather(*others)                     # the listener LISTENs on 500 more channels
+            await asyncio.sleep(0.05)                           # ... and is busy doing so
+            late = await stack.enter_async_context(notifications.subscribe(delta.session_id, deltas=True))
+            await conn.execute("SELECT pg_notify(%s, %s)", (delta_channel(delta.session_id), delta.to_payload()))
+            while (item := await late.next(timeout=5)) == WAKE:
+                continue  # the listener's (re)connection wakes every subscriber
+            received.append(item)
+            await crowd
+        await notifications.close()
+        return received
+
+    assert asyncio.run(main()) == [delta]
