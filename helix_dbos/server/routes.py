@@ -2,7 +2,7 @@
 commands: every one works whichever process started the run, because everything it
 reads or asks goes through the database (and DBOS), not through in-memory handles.
 
-``/start``, ``/resume`` and ``GET /sessions`` are native async (``execute_async``,
+``/start``, ``/resume``, ``/status`` and ``GET /sessions`` are native async (``execute_async``,
 ``resume_async``, async reads); the other commands (short transactions, answers sent
 inside them) run in Starlette's thread pool. ``/sse`` is native async too:
 it shares the process's one listening connection and reads through a small pool
@@ -42,7 +42,6 @@ from helix_dbos.server.bodies import (
 )
 from helix_dbos.server.problems import problem
 from helix_dbos.sse import KEEPALIVE, encode, resume_from
-from helix_dbos.store import reads
 from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES
 
@@ -118,24 +117,18 @@ async def submit_tool_result(request: Request) -> Response:
 
 async def status(request: Request) -> Response:
     query = _query(request, SessionQuery)
-    executor = _executor(request)
-
-    def read() -> dict[str, Any]:
-        require_storable("session_id", query.session_id)
-        with executor.engine.connect() as conn:
-            session = reads.get_session_row(conn, query.session_id)
-            if session is None:
-                _require_started(conn, query.session_id)
-                return {"id": query.session_id, "status": STARTING, "current_run": None, "pending": []}
-            runs = reads.list_runs(conn, query.session_id)
-            pending = reads.list_pending(conn, query.session_id)
-        return {
-            **session.model_dump(mode="json", exclude=_LISTING),
-            "current_run": runs[-1].model_dump(mode="json") if runs else None,
-            "pending": [call.model_dump(mode="json") for call in pending],
-        }
-
-    return JSONResponse(await run_in_threadpool(read))
+    live = _executor(request).live()
+    require_storable("session_id", query.session_id)
+    session = await live.session_row(query.session_id)
+    if session is None:
+        await require_known(live, query.session_id)  # its first run was started
+        return JSONResponse({"id": query.session_id, "status": STARTING, "current_run": None, "pending": []})
+    runs, pending = await live.runs_and_pending(query.session_id)
+    return JSONResponse({
+        **session.model_dump(mode="json", exclude=_LISTING),
+        "current_run": runs[-1].model_dump(mode="json") if runs else None,
+        "pending": [call.model_dump(mode="json") for call in pending],
+    })
 
 
 async def list_sessions(request: Request) -> Response:
@@ -199,11 +192,6 @@ async def require_known(live: LiveStreams, session_id: str) -> None:
     if await live.session_row(session_id) is None:
         if await DBOS.get_workflow_status_async(run_workflow_id(session_id, 1)) is None:
             raise SessionNotFoundError(f"no session {session_id!r}")
-
-
-def _require_started(conn: Any, session_id: str) -> None:
-    if not reads.workflow_exists(conn, run_workflow_id(session_id, 1)):
-        raise SessionNotFoundError(f"no session {session_id!r}")
 
 
 ROUTES = [

@@ -15,8 +15,8 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
-from helix_dbos.store.reads import EVENTS_AFTER, SESSION_ROW, pending_query, sessions_query
-from helix_dbos.store.records import EventRecord, PendingToolCall, SessionRecord
+from helix_dbos.store.reads import EVENTS_AFTER, SESSION_ROW, pending_query, runs_query, sessions_query
+from helix_dbos.store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord
 
 _DIALECT = psycopg_dialect.dialect()
 
@@ -62,3 +62,10 @@ async def list_pending(conn: AsyncConnection[Any], session_id: str | None = None
     """Open pending tool calls: all, or of one session and its sub-agents."""
     rows = await _rows(conn, psycopg_sql(pending_query(session_id)), {"id": session_id})
     return [PendingToolCall.model_validate(row) for row in rows]
+
+
+async def list_runs(conn: AsyncConnection[Any], session_id: str) -> list[RunRecord]:
+    """The session's runs with their DBOS workflows' status, on a database with DBOS's schema
+    (a process that launched DBOS)."""
+    rows = await _rows(conn, psycopg_sql(runs_query(with_dbos=True)), {"id": session_id})
+    return [RunRecord.model_validate(row) for row in rows]

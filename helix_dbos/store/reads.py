@@ -149,18 +149,22 @@ def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None)
 
 def list_runs(conn: sa.Connection, session_id: str) -> list[RunRecord]:
     """The session's runs, each with its DBOS workflow's status, executor and version."""
-    if dbos_schema_exists(conn):
-        sql = (
-            "SELECT r.*, w.status AS workflow_status, w.executor_id, w.application_version, w.application_name,"
-            " (SELECT version_name FROM dbos.application_versions v WHERE v.application_name = w.application_name"
-            "   ORDER BY version_timestamp DESC LIMIT 1) AS latest_version"
-            " FROM helix.runs r LEFT JOIN dbos.workflow_status w ON w.workflow_uuid = r.workflow_id"
-            " WHERE r.session_id = :id ORDER BY r.run"
-        )
-    else:
-        sql = "SELECT * FROM helix.runs WHERE session_id = :id ORDER BY run"
-    rows = conn.execute(sa.text(sql), {"id": session_id}).mappings()
+    rows = conn.execute(runs_query(dbos_schema_exists(conn)), {"id": session_id}).mappings()
     return [RunRecord.model_validate(dict(r)) for r in rows]
+
+
+def runs_query(with_dbos: bool) -> sa.TextClause:
+    """The statement of :func:`list_runs` (parameter ``id``); ``with_dbos``: joined with
+    DBOS's tables, on a database that has them."""
+    if not with_dbos:
+        return sa.text("SELECT * FROM helix.runs WHERE session_id = :id ORDER BY run")
+    return sa.text(
+        "SELECT r.*, w.status AS workflow_status, w.executor_id, w.application_version, w.application_name,"
+        " (SELECT version_name FROM dbos.application_versions v WHERE v.application_name = w.application_name"
+        "   ORDER BY version_timestamp DESC LIMIT 1) AS latest_version"
+        " FROM helix.runs r LEFT JOIN dbos.workflow_status w ON w.workflow_uuid = r.workflow_id"
+        " WHERE r.session_id = :id ORDER BY r.run"
+    )
 
 
 def run_workflow(conn: sa.Connection, session_id: str, run: int) -> str | None:
