@@ -27,7 +27,9 @@ What each event becomes:
   ``tool_approval_request``: ``tool-approval-request`` (its ``approvalId`` is the call's
   id); ``tool_result``: ``tool-output-available``, ``tool-output-error``, or
   ``tool-output-denied`` for a denied approval. The structured-output ``__finish__``
-  call is left out (the run's output is in ``finish``'s metadata).
+  call is left out (the run's output is in ``finish``'s metadata). A request read before
+  its ``tool_call`` (a stream written by an older release, or a step whose events were
+  written late) is held and sent right after the call's ``tool-input-available``.
 - ``state_patch`` and live state deltas: one ``data-state`` part (id ``state``) holding
   the agent's state, replaced at each change; ``custom`` events: ``data-<name>``;
   sub-agents: one ``data-subagent`` part per child session, replaced as it runs.
@@ -143,6 +145,8 @@ class UIMessageStream:
         self._step: _Step | None = None
         self._calls: dict[str, str] = {}
         self._approvals: set[str] = set()
+        self._early: dict[str, EventLike] = {}
+        """Requests (approval, client tool) read before their call, by call id."""
         self._answered: set[str] = set()
         self._subagents: dict[str, dict[str, Any]] = {}
         self._parts = 0
@@ -265,19 +269,26 @@ class UIMessageStream:
             "type": "tool-input-available", "toolCallId": call_id, "toolName": name,
             "input": record.data.get("input"), "providerExecuted": name not in self.client_tools,
         })
+        early = self._early.pop(call_id, None)
+        if early is not None:
+            chunks += self.event(early)
         return chunks
 
     def _on_tool_approval_request(self, record: EventLike) -> list[Chunk]:
         call_id = record.data["tool_call_id"]
         if call_id not in self._calls:
+            self._early[call_id] = record
             return []
         self._gate(call_id)
         self._approvals.add(call_id)
         return [{"type": "tool-approval-request", "approvalId": call_id, "toolCallId": call_id}]
 
     def _on_tool_start(self, record: EventLike) -> list[Chunk]:
-        if record.data["tool_call_id"] in self._calls:
-            self._gate(record.data["tool_call_id"])
+        call_id = record.data["tool_call_id"]
+        if call_id in self._calls:
+            self._gate(call_id)
+        else:
+            self._early[call_id] = record
         return []
 
     def _on_tool_result(self, record: EventLike) -> list[Chunk]:

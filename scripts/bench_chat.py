@@ -34,6 +34,8 @@ from typing import Any
 import httpx
 import psycopg
 
+from helix_dbos.database import libpq_url, render_url
+
 HERE = Path(__file__).resolve().parent
 APPS = HERE.parent / "tests" / "apps"
 HELIX = Path(sys.executable).with_name("helix-dbos")
@@ -49,7 +51,7 @@ def process_figures(pid: int, url: str) -> dict[str, float]:
     """Threads and RSS (MiB) of process ``pid``, and the connections to the bench database."""
     status = Path(f"/proc/{pid}/status").read_text().splitlines()
     fields = {line.split(":")[0]: line.split(":")[1].split() for line in status if ":" in line}
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
         ).fetchone()
@@ -124,8 +126,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=20)
     args = parser.parse_args()
     name = f"helix_bench_chat_{uuid.uuid4().hex[:8]}"
-    admin = args.database_url.rsplit("/", 1)[0] + "/postgres"
-    url = args.database_url.rsplit("/", 1)[0] + f"/{name}"
+    admin = libpq_url(render_url(args.database_url, database="postgres"))
+    url = render_url(args.database_url, database=name)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
     port = free_port()

@@ -19,8 +19,15 @@ Every function raises a :class:`~helix_dbos.errors.HelixError` with a message th
 what to do: no such session, not pending, an invalid result, a schema that needs
 ``helix-dbos migrate``. None of them migrates or starts a database.
 
+Async code (a FastAPI route) calls the ``*_async`` twins: ``await
+admin.list_pending_async(url)``, ``await admin.approve_async(url, "s1", "call_1")``. Their
+reads go over one async connection each, without a thread; an answer, a cancel and a
+resume send to a workflow inside the transaction that records them, which only DBOS's
+synchronous client can do, so those run in a worker thread.
+
 Each call first connects and checks the schema, and fails at once with a
-:class:`~helix_dbos.errors.DatabaseError` when that fails. Past that check, answering,
+:class:`~helix_dbos.errors.DatabaseError` when that fails (the async twins check a URL's
+schema once per process). Past that check, answering,
 resuming and moving a run retry a lost connection (the commands in ``client/commands.py``
 do), and raise :class:`~helix_dbos.errors.DatabaseUnavailableError` when the database
 stays unreachable.
@@ -28,6 +35,7 @@ stays unreachable.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,11 +51,11 @@ from helix_dbos.client.commands import PruneReport, RunControl, SessionDetail
 from helix_dbos.client.queues import DEFAULT_QUEUE
 from helix_dbos.client.streams import follow_events
 from helix_dbos.client.workflows import ClientWorkflows
-from helix_dbos.database import check_connection, libpq_url, validate_url
+from helix_dbos.database import check_connection, libpq_url, redact, validate_url
 from helix_dbos.deltas import DeltaRecord
-from helix_dbos.errors import HelixError
+from helix_dbos.errors import DatabaseError, HelixError
 from helix_dbos.events import RUN_END_EVENTS
-from helix_dbos.store import reads
+from helix_dbos.store import async_reads, reads
 from helix_dbos.store import workers as workers_store
 from helix_dbos.store.engine import create_engine
 from helix_dbos.store.workers import WorkerRecord
@@ -70,20 +78,28 @@ __all__ = [
     "SessionDetail",
     "WorkerStatus",
     "approve",
+    "approve_async",
     "cancel",
+    "cancel_async",
     "deny",
+    "deny_async",
     "fork",
     "get_current_run",
+    "get_session_async",
     "list_pending",
+    "list_pending_async",
     "list_runs",
     "list_sessions",
+    "list_sessions_async",
     "list_workers",
     "move",
     "prune",
     "resume",
+    "resume_async",
     "show_session",
     "state_at",
     "submit",
+    "submit_async",
     "tail",
 ]
 
@@ -295,11 +311,11 @@ def list_workers(url: str) -> list[WorkerStatus]:
         held.setdefault(workflow.executor_id or "", []).append(workflow)
     live_versions = {(w.application_name, w.application_version) for w in leases if w.status in ("live", "draining")}
     found = [_worker_status(w, len(held.pop(w.executor_id, [])), live_versions) for w in leases]
-    for executor_id, workflows in sorted(held.items()):
-        versions = sorted({w.app_version or "?" for w in workflows})
+    for executor_id, orphans in sorted(held.items()):
+        versions = sorted({w.app_version or "?" for w in orphans})
         found.append(WorkerStatus(
             executor_id=executor_id, status="unknown", application_version=", ".join(versions), host=None, pid=None,
-            queues=None, started_at=None, last_seen=None, pending_runs=len(workflows),
+            queues=None, started_at=None, last_seen=None, pending_runs=len(orphans),
             note=f"kept no lease: helix-dbos recover --app APP --executor {executor_id}",
         ))
     return found
@@ -321,6 +337,80 @@ def _worker_status(worker: WorkerRecord, pending: int, live_versions: set[tuple[
         last_seen=worker.last_seen, pending_runs=pending, adopted_by=worker.adopted_by,
         adopted_runs=worker.adopted_runs, note=note,
     )
+
+
+# --- async twins ---------------------------------------------------------------------------
+
+
+async def list_sessions_async(url: str, limit: int = 50, status: str | None = None) -> list[SessionRecord]:
+    """:func:`list_sessions` for async code::
+
+        sessions = await admin.list_sessions_async(url, status="awaiting_approval")
+    """
+    require_storable("status", status)
+    async with await _connect_async(url) as conn:
+        return await async_reads.list_sessions(conn, limit, status)
+
+
+async def get_session_async(url: str, session_id: str) -> SessionRecord:
+    """The session's row (no transcript or state), or :class:`SessionNotFoundError`."""
+    require_storable("session_id", session_id)
+    async with await _connect_async(url) as conn:
+        return commands.found_session(await async_reads.get_session_row(conn, session_id), session_id)
+
+
+async def list_pending_async(url: str, session_id: str | None = None) -> list[PendingToolCall]:
+    """:func:`list_pending` for async code."""
+    require_storable("session_id", session_id)
+    async with await _connect_async(url) as conn:
+        if session_id is not None:
+            commands.found_session(await async_reads.get_session_row(conn, session_id), session_id)
+        return await async_reads.list_pending(conn, session_id)
+
+
+async def approve_async(
+    url: str, session_id: str, tool_call_id: str, reason: str | None = None, approver: str | None = None
+) -> SubmitOutcome:
+    """:func:`approve` for async code (in a worker thread)."""
+    return await asyncio.to_thread(approve, url, session_id, tool_call_id, reason, approver)
+
+
+async def deny_async(url: str, session_id: str, tool_call_id: str, reason: str, approver: str | None = None) -> SubmitOutcome:
+    """:func:`deny` for async code (in a worker thread)."""
+    return await asyncio.to_thread(deny, url, session_id, tool_call_id, reason, approver)
+
+
+async def submit_async(
+    url: str, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
+) -> SubmitOutcome:
+    """:func:`submit` for async code (in a worker thread)."""
+    return await asyncio.to_thread(submit, url, session_id, tool_call_id, result, error)
+
+
+async def cancel_async(url: str, session_id: str, reason: str = "cancelled by an operator") -> RunControl:
+    """:func:`cancel` for async code (in a worker thread)."""
+    return await asyncio.to_thread(cancel, url, session_id, reason)
+
+
+async def resume_async(url: str, session_id: str) -> RunControl:
+    """:func:`resume` for async code (in a worker thread)."""
+    return await asyncio.to_thread(resume, url, session_id)
+
+
+_schema_checked: set[str] = set()
+"""URLs whose connection and schema an async twin checked in this process."""
+
+
+async def _connect_async(url: str) -> psycopg.AsyncConnection[Any]:
+    """An autocommit async connection on ``url``, checked (once per process) as :func:`_checked` does."""
+    url = validate_url(url)
+    if url not in _schema_checked:
+        await asyncio.to_thread(_checked, url)
+        _schema_checked.add(url)
+    try:
+        return await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True, connect_timeout=5)
+    except psycopg.Error as exc:
+        raise DatabaseError(f"cannot connect to {redact(url)}: {str(exc).strip().splitlines()[0]}") from None
 
 
 # --- helpers ------------------------------------------------------------------------------

@@ -16,9 +16,10 @@ with :class:`~helix_dbos.errors.DatabaseUnavailableError`, never the driver's er
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeVar
@@ -54,7 +55,7 @@ from helix_dbos.store.records import (
     UsageSummary,
 )
 from helix_dbos.store.retention import Cutoff
-from helix_dbos.store.retry import retry_or_unavailable
+from helix_dbos.store.retry import retry_or_unavailable, retry_or_unavailable_async
 from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
 
@@ -134,30 +135,56 @@ def plan_run(
     one that stopped before completing. A session id or input Postgres cannot store is
     refused (:class:`UnstorableTextError`) before anything is written.
     """
-    if session_id is not None and not session_id.strip():
-        raise HelixError("session_id must not be empty (leave it out to start a new session)")
-    require_storable("session_id", session_id)
-    user_text = input_text(input) if kind == "execute" else None
-    require_storable("input", user_text)
-    session_id = session_id or ids.new_session_id()
-    row = retried_read(engine, lambda conn: reads.get_session_row(conn, session_id), f"reading session {session_id!r}")
-    if row is None and kind == "resume":
-        raise SessionNotFoundError(f"no session {session_id!r}")
-    if row is not None:
-        if row.agent_name != agent_name:
-            raise HelixError(f"session {session_id!r} belongs to agent {row.agent_name!r}, not {agent_name!r}")
-        if row.status in ACTIVE_STATUSES:
-            raise SessionBusyError(
-                f"session {session_id!r} already has a run in progress (run {row.run_count}, status {row.status})"
-            )
-        if kind == "resume" and row.status == SessionStatus.COMPLETED:
-            raise HelixError(
-                f"session {session_id!r} is completed; call execute() with a new message to continue it"
-            )
-    run = (row.run_count if row else 0) + 1
-    return RunRequest(
-        session_id=session_id, run=run, agent_name=agent_name, kind=kind, input=user_text, trace_parent=trace_parent(),
-    )
+    planning = RunPlanning(agent_name, input, session_id, kind)
+    row = retried_read(engine, lambda conn: reads.get_session_row(conn, planning.session_id), planning.reading)
+    return planning.request(row)
+
+
+class RunPlanning:
+    """:func:`plan_run` around its one read, the session's row, which the caller makes
+    (sync or async): the arguments are checked when made, the row by :meth:`request`::
+
+        planning = RunPlanning("researcher", "What is DBOS?", "s1")
+        request = planning.request(await live.session_row(planning.session_id))
+    """
+
+    def __init__(
+        self, agent_name: str, input: Any = None, session_id: str | None = None,
+        kind: Literal["execute", "resume"] = "execute",
+    ) -> None:
+        if session_id is not None and not session_id.strip():
+            raise HelixError("session_id must not be empty (leave it out to start a new session)")
+        require_storable("session_id", session_id)
+        self.user_text = input_text(input) if kind == "execute" else None
+        require_storable("input", self.user_text)
+        self.agent_name, self.kind = agent_name, kind
+        self.session_id = session_id or ids.new_session_id()
+
+    @property
+    def reading(self) -> str:
+        return f"reading session {self.session_id!r}"
+
+    def request(self, row: SessionRecord | None) -> RunRequest:
+        """The next run's request, given the session's row (None: a new session)."""
+        session_id, agent_name = self.session_id, self.agent_name
+        if row is None and self.kind == "resume":
+            raise SessionNotFoundError(f"no session {session_id!r}")
+        if row is not None:
+            if row.agent_name != agent_name:
+                raise HelixError(f"session {session_id!r} belongs to agent {row.agent_name!r}, not {agent_name!r}")
+            if row.status in ACTIVE_STATUSES:
+                raise SessionBusyError(
+                    f"session {session_id!r} already has a run in progress (run {row.run_count}, status {row.status})"
+                )
+            if self.kind == "resume" and row.status == SessionStatus.COMPLETED:
+                raise HelixError(
+                    f"session {session_id!r} is completed; call execute() with a new message to continue it"
+                )
+        run = (row.run_count if row else 0) + 1
+        return RunRequest(
+            session_id=session_id, run=run, agent_name=agent_name, kind=self.kind, input=self.user_text,
+            trace_parent=trace_parent(),
+        )
 
 
 FINISHING_SECONDS = 5.0
@@ -171,10 +198,15 @@ def busy(request: RunRequest) -> SessionBusyError:
     )
 
 
+START_REFUSALS = (dbos_errors.DBOSWorkflowIDInUseError, dbos_errors.DBOSQueueDeduplicatedError)
+"""What DBOS raises for a start whose workflow id (or queued session) is taken."""
+
+
 def start_run(workflows: Workflows, request: RunRequest, start: Callable[[], T], *, wait: bool = True) -> T | None:
     """``start()``: start or enqueue the run ``request`` planned (:func:`plan_run`),
     refusing a workflow id that is taken (DBOS's ``"reject"`` policy), or raise
-    :class:`SessionBusyError`; run again after a connection fault.
+    :class:`SessionBusyError`; run again after a connection fault (:class:`RunStarting`
+    decides).
 
     - A taken id or session means another caller started the session's run: busy. Only
       after a failed attempt, when the workflow holding the id was started with exactly
@@ -187,26 +219,67 @@ def start_run(workflows: Workflows, request: RunRequest, start: Callable[[], T],
       :data:`FINISHING_SECONDS` (``wait`` False, in workflow code: not at all).
     - A database that stays unreachable raises :class:`~helix_dbos.errors.DatabaseUnavailableError`.
     """
-    deadline = time.monotonic() + FINISHING_SECONDS
-    attempts = 0
+    starting = RunStarting(request, wait)
 
     def attempt() -> T | None:
-        nonlocal attempts
-        pause = 0.01
         while True:
-            attempts += 1
+            starting.attempts += 1
             try:
                 return start()
-            except (dbos_errors.DBOSWorkflowIDInUseError, dbos_errors.DBOSQueueDeduplicatedError) as exc:
-                if attempts > 1 and workflows.run_request(request.workflow_id) == request:
+            except START_REFUSALS as exc:
+                if starting.attempts > 1 and workflows.run_request(request.workflow_id) == request:
                     return None
-                finishing = isinstance(exc, dbos_errors.DBOSQueueDeduplicatedError)
-                if not (finishing and wait and time.monotonic() < deadline):
-                    raise busy(request) from None
+                pause = starting.pause_after(exc)
             time.sleep(pause)
-            pause = min(pause * 2, 0.2)
 
-    return retry_or_unavailable(attempt, f"starting run {request.run} of session {request.session_id!r}")
+    return retry_or_unavailable(attempt, starting.what)
+
+
+async def start_run_async(
+    request: RunRequest, start: Callable[[], Awaitable[T]], own: Callable[[], Awaitable[bool]], *, wait: bool = True
+) -> T | None:
+    """:func:`start_run` for async code: ``await start()``, with the same decisions
+    (:class:`RunStarting`); ``own()`` says whether the workflow holding the run's id was
+    started with exactly ``request``."""
+    starting = RunStarting(request, wait)
+
+    async def attempt() -> T | None:
+        while True:
+            starting.attempts += 1
+            try:
+                return await start()
+            except START_REFUSALS as exc:
+                if starting.attempts > 1 and await own():
+                    return None
+                pause = starting.pause_after(exc)
+            await asyncio.sleep(pause)
+
+    return await retry_or_unavailable_async(attempt, starting.what)
+
+
+@dataclass
+class RunStarting:
+    """What :func:`start_run` and :func:`start_run_async` decide between attempts."""
+
+    request: RunRequest
+    wait: bool
+    attempts: int = 0
+    """Attempts made so far; after the first, a taken id may be an earlier attempt's own start."""
+    deadline: float = field(default_factory=lambda: time.monotonic() + FINISHING_SECONDS)
+    _pause: float = 0.01
+
+    @property
+    def what(self) -> str:
+        return f"starting run {self.request.run} of session {self.request.session_id!r}"
+
+    def pause_after(self, refusal: Exception) -> float:
+        """Seconds to wait before trying a refused start again (the session's previous
+        queued run is finishing), or :class:`SessionBusyError`."""
+        finishing = isinstance(refusal, dbos_errors.DBOSQueueDeduplicatedError)
+        if not (finishing and self.wait and time.monotonic() < self.deadline):
+            raise busy(self.request) from None
+        pause, self._pause = self._pause, min(self._pause * 2, 0.2)
+        return pause
 
 
 def retried_read(engine: sa.Engine, fn: Callable[[sa.Connection], T], what: str) -> T:
@@ -533,7 +606,11 @@ def fork(engine: sa.Engine, session_id: str, from_step: int, new_session_id: str
 def require_session(conn: sa.Connection, session_id: str) -> SessionRecord:
     """The session's row, or :class:`SessionNotFoundError` (a clear error for an unstorable id too)."""
     require_storable("session_id", session_id)
-    row = reads.get_session_row(conn, session_id)
+    return found_session(reads.get_session_row(conn, session_id), session_id)
+
+
+def found_session(row: SessionRecord | None, session_id: str) -> SessionRecord:
+    """``row``, read for ``session_id``, or :class:`SessionNotFoundError` when there was none."""
     if row is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
     return row

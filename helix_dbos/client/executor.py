@@ -25,7 +25,6 @@ from concurrent.futures import Future
 from typing import Any, Literal
 
 from dbos import DBOS, DBOSPortableJSONSerializer, SetEnqueueOptions, SetWorkflowID, SQLAlchemyDatasource
-from dbos import error as dbos_errors
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos.answers import SubmitOutcome, ToolAnswer
@@ -47,7 +46,7 @@ from helix_dbos.logs import AnyLogger, EventLog
 from helix_dbos.store import reads
 from helix_dbos.store.migrations import check_schema, migrate
 from helix_dbos.store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord, UsageSummary
-from helix_dbos.store.retry import recognize_lost_connections
+from helix_dbos.store.retry import recognize_lost_connections, retry_or_unavailable_async
 from helix_dbos.text import require_storable
 
 
@@ -169,14 +168,16 @@ class DBOSAgentExecutor:
         queue: str | None = None,
         priority: int | None = None,
     ) -> AgentHandle:
-        """:meth:`execute` for async code, outside workflows: the run is started with
-        DBOS's ``start_workflow_async``, so it runs on this event loop (its async tools
-        too), or enqueued with ``queue``. Planning the run is one short transaction in a
-        worker thread. ``await handle.result_async()`` waits for it without a thread."""
+        """:meth:`execute` for async code, outside workflows: the session is read over the
+        process's async connections and the run started with DBOS's
+        ``start_workflow_async``, so it runs on this event loop (its async tools too), or
+        enqueued with ``queue``. Connection faults are handled as in :meth:`execute`
+        (``commands.start_run_async``). ``await handle.result_async()`` waits for it
+        without a thread."""
         config = self._registered(agent)
         if DBOS.workflow_id is not None:
             raise WorkflowContextError("in workflow code, start agent runs with execute() (DBOS records it there)")
-        request = await asyncio.to_thread(commands.plan_run, self.engine, config.name, input, session_id)
+        request = await self._plan_async(commands.RunPlanning(config.name, input, session_id))
         return await self._start_async(request, queue or self.default_queue, priority)
 
     def resume(self, agent: AgentConfig | str, session_id: str) -> AgentHandle:
@@ -196,6 +197,19 @@ class DBOSAgentExecutor:
             control = commands.resume_workflow(self.engine, self._workflows, session_id)
             return AgentHandle(session_id, control.run, run_workflow_id(session_id, control.run))
         return self._start(commands.plan_run(self.engine, config.name, session_id=session_id, kind="resume"))
+
+    async def resume_async(self, agent: AgentConfig | str, session_id: str) -> AgentHandle:
+        """:meth:`resume` for async code, outside workflows: a new run is planned and
+        started as :meth:`execute_async` does (the same handling of connection faults); an
+        aborted run's own workflow is resumed through DBOS."""
+        config = self._registered(agent)
+        if DBOS.workflow_id is not None:
+            raise WorkflowContextError("in workflow code, resume agent runs with resume() (DBOS records it there)")
+        if await asyncio.to_thread(commands.resumes_in_place, self.engine, self._workflows, session_id):
+            control = await asyncio.to_thread(commands.resume_workflow, self.engine, self._workflows, session_id)
+            return AgentHandle(session_id, control.run, control.workflow_id, _live=self.live())
+        request = await self._plan_async(commands.RunPlanning(config.name, session_id=session_id, kind="resume"))
+        return await self._start_async(request, None, None)
 
     def handle(self, session_id: str, run: int | None = None) -> AgentHandle:
         """A handle on run ``run`` (default: the latest) of a session."""
@@ -232,17 +246,27 @@ class DBOSAgentExecutor:
         with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"):
             return DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
 
+    async def _plan_async(self, planning: commands.RunPlanning) -> RunRequest:
+        live = self.live()
+        row = await retry_or_unavailable_async(lambda: live.session_row(planning.session_id), planning.reading)
+        return planning.request(row)
+
     async def _start_async(self, request: RunRequest, queue: str | None, priority: int | None) -> AgentHandle:
         workflow_id = run_workflow_id(request.session_id, request.run)
-        try:
+
+        async def start() -> Any:
             with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"):
                 if queue is None:
-                    started = await DBOS.start_workflow_async(agent_run_workflow, request.model_dump(mode="json"))
-                else:
-                    with SetEnqueueOptions(deduplication_id=request.session_id, priority=priority):
-                        started = await DBOS.enqueue_workflow_async(queue, agent_run_workflow, request.model_dump(mode="json"))
-        except (dbos_errors.DBOSWorkflowIDInUseError, dbos_errors.DBOSQueueDeduplicatedError):
-            raise commands.busy(request) from None
+                    return await DBOS.start_workflow_async(agent_run_workflow, request.model_dump(mode="json"))
+                with SetEnqueueOptions(deduplication_id=request.session_id, priority=priority):
+                    return await DBOS.enqueue_workflow_async(queue, agent_run_workflow, request.model_dump(mode="json"))
+
+        async def own() -> bool:
+            return await self._workflows.run_request_async(workflow_id) == request
+
+        started = await commands.start_run_async(request, start, own)
+        if started is None:  # an earlier attempt started it
+            started = await DBOS.retrieve_workflow_async(workflow_id, existing_workflow=False)
         return AgentHandle(
             request.session_id, request.run, workflow_id, _live=self.live(),
             _async_workflow=started if queue is None else None,

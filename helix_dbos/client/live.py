@@ -28,7 +28,7 @@ from helix_dbos.database import libpq_url
 from helix_dbos.deltas import DeltaRecord
 from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos.store import async_reads
-from helix_dbos.store.records import EventRecord, SessionRecord
+from helix_dbos.store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord
 
 IDLE: Final = "idle"
 """Yielded by :meth:`LiveStreams.follow` after ``heartbeat`` seconds without news."""
@@ -67,6 +67,16 @@ class LiveStreams:
     async def session_row(self, session_id: str) -> SessionRecord | None:
         async with await self._connection() as conn:
             return await async_reads.get_session_row(conn, session_id)
+
+    async def sessions(self, limit: int = 50, status: str | None = None) -> list[SessionRecord]:
+        """Most recently updated sessions first (rows only)."""
+        async with await self._connection() as conn:
+            return await async_reads.list_sessions(conn, limit, status)
+
+    async def runs_and_pending(self, session_id: str) -> tuple[list[RunRecord], list[PendingToolCall]]:
+        """The session's runs (with their workflows' status) and its open pending calls."""
+        async with await self._connection() as conn:
+            return await async_reads.list_runs(conn, session_id), await async_reads.list_pending(conn, session_id)
 
     async def follow(
         self,

@@ -177,15 +177,15 @@ class Notifications:
 
     async def _sync_channels(self, conn: psycopg.AsyncConnection[Any], listened: set[str]) -> None:
         wanted = {channel for channel, subs in self._by_channel.items() if subs}
+        covered = [subscription for subscribers in self._by_session.values() for subscription in subscribers]
         for channel in wanted - listened:
             await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
         for channel in listened - wanted:
             await conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(channel)))
         listened.clear()
         listened.update(wanted)
-        for subscribers in self._by_session.values():
-            for subscription in subscribers:
-                subscription.ready.set()
+        for subscription in covered:  # one that came meanwhile is ready after the next round
+            subscription.ready.set()
 
     async def _dispatch(self, conn: psycopg.AsyncConnection[Any]) -> None:
         async for note in conn.notifies():

@@ -161,6 +161,13 @@ class LocalWorkflows(ClientWorkflows):
         found = DBOS.list_workflows(workflow_ids=[workflow_id], load_input=True, load_output=False)
         return _request_of(found[0].input) if found else None
 
+    async def run_request_async(self, workflow_id: str) -> RunRequest | None:
+        """:meth:`run_request` for async code (DBOS's ``list_workflows_async``)."""
+        from dbos import DBOS
+
+        found = await DBOS.list_workflows_async(workflow_ids=[workflow_id], load_input=True, load_output=False)
+        return _request_of(found[0].input) if found else None
+
 
 def _request_of(inputs: Any) -> RunRequest | None:
     """The :class:`RunRequest` in a workflow's DBOS input (``{"args": [request], "kwargs": {}}``),

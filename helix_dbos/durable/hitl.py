@@ -37,7 +37,7 @@ from helix_dbos.answers import answer_topic, outcome_error
 from helix_dbos.durable.hooks import fire_hook
 from helix_dbos.durable.payloads import ToolJob, ToolOutcome, waiter_workflow_id
 from helix_dbos.durable.runtime import RunScope, current_runtime
-from helix_dbos.durable.streaming import StepEvents, outcome_events
+from helix_dbos.durable.streaming import StepEvents, live_events_written, outcome_events
 from helix_dbos.durable.tool_execution.phases import start_parallel
 from helix_dbos.store.records import WaitState
 from helix_dbos.tools import ReadOnlyState, ToolContext
@@ -110,6 +110,7 @@ async def suspend(scope: RunScope, step_no: int, calls: list[ParsedToolCall], ga
     status = suspension_status(gates)
     req = scope.request
     runtime = current_runtime()
+    await live_events_written()  # the step's tool_call events before the requests that gate them
     await asyncio.to_thread(runtime.suspend, req.session_id, req.run, step_no, status, rows)
     for row in rows:
         runtime.log.info(

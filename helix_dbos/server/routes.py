@@ -2,7 +2,9 @@
 commands: every one works whichever process started the run, because everything it
 reads or asks goes through the database (and DBOS), not through in-memory handles.
 
-Commands (short transactions) run in Starlette's thread pool. ``/sse`` is native async:
+``/start``, ``/resume``, ``/status`` and ``GET /sessions`` are native async (``execute_async``,
+``resume_async``, async reads); the other commands (short transactions, answers sent
+inside them) run in Starlette's thread pool. ``/sse`` is native async too:
 it shares the process's one listening connection and reads through a small pool
 (:class:`~helix_dbos.client.live.LiveStreams`), holding no thread and no connection of
 its own, one keep-alive comment per quiet interval, until the session stops running (or,
@@ -40,7 +42,6 @@ from helix_dbos.server.bodies import (
 )
 from helix_dbos.server.problems import problem
 from helix_dbos.sse import KEEPALIVE, encode, resume_from
-from helix_dbos.store import reads
 from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES
 
@@ -77,19 +78,16 @@ def _query(request: Request, model: type[B]) -> B:
 
 async def start(request: Request) -> Response:
     body = await _body(request, StartBody)
-    handle = await run_in_threadpool(_executor(request).execute, body.agent, body.input, body.session_id, body.queue)
+    handle = await _executor(request).execute_async(body.agent, body.input, body.session_id, body.queue)
     return JSONResponse({"session_id": handle.session_id, "run": handle.run, "workflow_id": handle.workflow_id}, 202)
 
 
 async def resume(request: Request) -> Response:
     body = await _body(request, ResumeBody)
     executor = _executor(request)
-
-    def run() -> Any:
-        agent = body.agent or _session_row(executor, body.session_id).agent_name
-        return executor.resume(agent, body.session_id)
-
-    handle = await run_in_threadpool(run)
+    require_storable("session_id", body.session_id)
+    agent = body.agent or commands.found_session(await executor.live().session_row(body.session_id), body.session_id).agent_name
+    handle = await executor.resume_async(agent, body.session_id)
     return JSONResponse({"session_id": handle.session_id, "run": handle.run, "workflow_id": handle.workflow_id}, 202)
 
 
@@ -119,37 +117,25 @@ async def submit_tool_result(request: Request) -> Response:
 
 async def status(request: Request) -> Response:
     query = _query(request, SessionQuery)
-    executor = _executor(request)
-
-    def read() -> dict[str, Any]:
-        require_storable("session_id", query.session_id)
-        with executor.engine.connect() as conn:
-            session = reads.get_session_row(conn, query.session_id)
-            if session is None:
-                _require_started(query.session_id)
-                return {"id": query.session_id, "status": STARTING, "current_run": None, "pending": []}
-            runs = reads.list_runs(conn, query.session_id)
-            pending = reads.list_pending(conn, query.session_id)
-        return {
-            **session.model_dump(mode="json", exclude=_LISTING),
-            "current_run": runs[-1].model_dump(mode="json") if runs else None,
-            "pending": [call.model_dump(mode="json") for call in pending],
-        }
-
-    return JSONResponse(await run_in_threadpool(read))
+    live = _executor(request).live()
+    require_storable("session_id", query.session_id)
+    session = await live.session_row(query.session_id)
+    if session is None:
+        await require_known(live, query.session_id)  # its first run was started
+        return JSONResponse({"id": query.session_id, "status": STARTING, "current_run": None, "pending": []})
+    runs, pending = await live.runs_and_pending(query.session_id)
+    return JSONResponse({
+        **session.model_dump(mode="json", exclude=_LISTING),
+        "current_run": runs[-1].model_dump(mode="json") if runs else None,
+        "pending": [call.model_dump(mode="json") for call in pending],
+    })
 
 
 async def list_sessions(request: Request) -> Response:
     query = _query(request, SessionsQuery)
-    executor = _executor(request)
-
-    def read() -> list[dict[str, Any]]:
-        require_storable("status", query.status)
-        with executor.engine.connect() as conn:
-            rows = reads.list_sessions(conn, limit=query.limit, status=query.status)
-        return [row.model_dump(mode="json", exclude=_LISTING) for row in rows]
-
-    return JSONResponse(await run_in_threadpool(read))
+    require_storable("status", query.status)
+    rows = await _executor(request).live().sessions(limit=query.limit, status=query.status)
+    return JSONResponse([row.model_dump(mode="json", exclude=_LISTING) for row in rows])
 
 
 async def get_session(request: Request) -> Response:
@@ -200,23 +186,12 @@ async def _finished(live: LiveStreams, session_id: str, last_sent: int) -> bool:
     return session is not None and session.status not in ACTIVE_STATUSES and session.event_seq <= last_sent
 
 
-def _session_row(executor: DBOSAgentExecutor, session_id: str) -> Any:
-    require_storable("session_id", session_id)
-    with executor.engine.connect() as conn:
-        return commands.require_session(conn, session_id)
-
-
 async def require_known(live: LiveStreams, session_id: str) -> None:
     """A session that exists, or whose first run was started and has not begun yet."""
     require_storable("session_id", session_id)
     if await live.session_row(session_id) is None:
         if await DBOS.get_workflow_status_async(run_workflow_id(session_id, 1)) is None:
             raise SessionNotFoundError(f"no session {session_id!r}")
-
-
-def _require_started(session_id: str) -> None:
-    if DBOS.get_workflow_status(run_workflow_id(session_id, 1)) is None:
-        raise SessionNotFoundError(f"no session {session_id!r}")
 
 
 ROUTES = [

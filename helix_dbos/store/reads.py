@@ -10,6 +10,7 @@ on that: it reads them outside a DBOS step and still replays deterministically.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jsonpatch
@@ -57,13 +58,15 @@ def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | Non
     return SessionRecord.model_validate(dict(row)) if row else None
 
 
+def sessions_query(status: str | None) -> sa.TextClause:
+    """The statement of :func:`list_sessions` (parameters ``status`` and ``limit``)."""
+    where = "WHERE s.status = :status" if status else ""
+    return sa.text(f"{_SESSION_ROWS} {where} ORDER BY s.updated_at DESC LIMIT :limit")
+
+
 def list_sessions(conn: sa.Connection, limit: int = 50, status: str | None = None) -> list[SessionRecord]:
     """Most recently updated sessions first."""
-    where = "WHERE s.status = :status" if status else ""
-    rows = conn.execute(
-        sa.text(f"{_SESSION_ROWS} {where} ORDER BY s.updated_at DESC LIMIT :limit"),
-        {"status": status, "limit": limit},
-    ).mappings()
+    rows = conn.execute(sessions_query(status), {"status": status, "limit": limit}).mappings()
     return [SessionRecord.model_validate(dict(r)) for r in rows]
 
 
@@ -152,22 +155,26 @@ def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None)
 
 def list_runs(conn: sa.Connection, session_id: str) -> list[RunRecord]:
     """The session's runs, each with its DBOS workflow's status, executor and version."""
-    rows = [
-        dict(r)
-        for r in conn.execute(
-            sa.text(
-                "SELECT CAST(:id AS text) AS session_id, run, workflow_id, kind, status, start_step, end_step,"
-                f" start_seq, stop_reason, error, started_at, ended_at FROM helix.runs WHERE {_SESSION_NUM}"
-                " ORDER BY run"
-            ),
-            {"id": session_id},
-        ).mappings()
-    ]
+    rows = [dict(r) for r in conn.execute(RUNS, {"id": session_id}).mappings()]
+    workflows: list[Mapping[str, Any]] = []
     if rows and dbos_schema_exists(conn):
         ids = [r["workflow_id"] for r in rows]
-        found = {w["workflow_id"]: w for w in conn.execute(sa.text(dbos_tables.RUN_WORKFLOWS), {"ids": ids}).mappings()}
-        rows = [{**found.get(r["workflow_id"], {}), **r} for r in rows]
-    return [RunRecord.model_validate(r) for r in rows]
+        workflows = list(conn.execute(sa.text(dbos_tables.RUN_WORKFLOWS), {"ids": ids}).mappings())
+    return runs_with_workflows(rows, workflows)
+
+
+RUNS = sa.text(
+    "SELECT CAST(:id AS text) AS session_id, run, workflow_id, kind, status, start_step, end_step,"
+    f" start_seq, stop_reason, error, started_at, ended_at FROM helix.runs WHERE {_SESSION_NUM} ORDER BY run"
+)
+"""The session's runs (parameter ``id``), without their workflows (:func:`runs_with_workflows`)."""
+
+
+def runs_with_workflows(runs: list[dict[str, Any]], workflows: Iterable[Mapping[str, Any]]) -> list[RunRecord]:
+    """``runs`` (rows of :data:`RUNS`), each with its DBOS workflow's status, executor and
+    version from ``workflows`` (rows of ``dbos_tables.RUN_WORKFLOWS``) when it has one."""
+    found = {w["workflow_id"]: w for w in workflows}
+    return [RunRecord.model_validate({**found.get(r["workflow_id"], {}), **r}) for r in runs]
 
 
 def run_workflow(conn: sa.Connection, session_id: str, run: int) -> str | None:
@@ -246,16 +253,18 @@ def list_pending(
 ) -> list[PendingToolCall]:
     """Open pending tool calls (waiting, and before their deadline): all, or of one
     session (and, by default, its sub-agents)."""
+    rows = conn.execute(pending_query(session_id, include_descendants), {"id": session_id}).mappings()
+    return [PendingToolCall.model_validate(dict(r)) for r in rows]
+
+
+def pending_query(session_id: str | None, include_descendants: bool = True) -> sa.TextClause:
+    """The statement of :func:`list_pending` (parameter ``id``)."""
     where = "pc.status = 'pending' AND (pc.deadline IS NULL OR pc.deadline > now())"
     if session_id is not None and include_descendants:
         where += f" AND {session_num()} IN (pc.session_num, pc.root_session_num)"
     elif session_id is not None:
         where += f" AND pc.session_num = {session_num()}"
-    rows = conn.execute(
-        sa.text(f"{_PENDING_ROWS} WHERE {where} ORDER BY pc.requested_at, pc.tool_call_id"),
-        {"id": session_id},
-    ).mappings()
-    return [PendingToolCall.model_validate(dict(r)) for r in rows]
+    return sa.text(f"{_PENDING_ROWS} WHERE {where} ORDER BY pc.requested_at, pc.tool_call_id")
 
 
 def get_pending_call(conn: sa.Connection, session_id: str, tool_call_id: str) -> PendingToolCall | None:

@@ -22,9 +22,10 @@ such file or directory" while a Postgres restarts behind a Unix socket).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import psycopg
@@ -58,21 +59,44 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.InterfaceError)
 
 
+class Retries:
+    """The backoff of :func:`retry_transient`, for a loop of either kind (sync or async)::
+
+        retries = Retries()
+        while True:
+            try:
+                return fn()
+            except Exception as exc:
+                time.sleep(retries.wait_after(exc))   # raises exc when not to retry
+    """
+
+    def __init__(self, attempts: int = 30, first_wait: float = 0.05, max_wait: float = 2.0) -> None:
+        self.attempts = attempts
+        self.max_wait = max_wait
+        self._attempt = 0
+        self._wait = first_wait
+
+    def wait_after(self, exc: Exception) -> float:
+        """Seconds to wait before the next attempt; raises ``exc`` when it is not transient
+        or was the last attempt's."""
+        self._attempt += 1
+        if self._attempt == self.attempts or not is_transient(exc):
+            raise exc
+        logger.warning("transient database error (attempt %d of %d), retrying: %s", self._attempt, self.attempts,
+                       str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        wait, self._wait = self._wait, min(self._wait * 2, self.max_wait)
+        return wait
+
+
 def retry_transient(fn: Callable[[], T], *, attempts: int = 30, first_wait: float = 0.05, max_wait: float = 2.0) -> T:
     """``fn()``, run again (with backoff up to ``max_wait`` seconds) while it fails with a
     transient error; any other error, or the last attempt's, propagates."""
-    wait = first_wait
-    for attempt in range(1, attempts + 1):
+    retries = Retries(attempts, first_wait, max_wait)
+    while True:
         try:
             return fn()
         except Exception as exc:
-            if attempt == attempts or not is_transient(exc):
-                raise
-            logger.warning("transient database error (attempt %d of %d), retrying: %s", attempt, attempts,
-                           str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-            time.sleep(wait)
-            wait = min(wait * 2, max_wait)
-    raise AssertionError("unreachable")
+            time.sleep(retries.wait_after(exc))
 
 
 def retry_or_unavailable(fn: Callable[[], T], what: str) -> T:
@@ -84,8 +108,29 @@ def retry_or_unavailable(fn: Callable[[], T], what: str) -> T:
     except Exception as exc:
         if not is_transient(exc):
             raise
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DatabaseUnavailableError(f"the database stayed unreachable while {what}: {reason}") from exc
+        raise _unavailable(exc, what) from exc
+
+
+async def retry_or_unavailable_async(fn: Callable[[], Awaitable[T]], what: str) -> T:
+    """:func:`retry_or_unavailable` for a coroutine function: ``await fn()``, with the same
+    retries (waiting with ``asyncio.sleep``) and the same error when they run out."""
+    retries = Retries()
+    try:
+        while True:
+            try:
+                return await fn()
+            except Exception as exc:
+                await asyncio.sleep(retries.wait_after(exc))
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        raise _unavailable(exc, what) from exc
+
+
+def _unavailable(exc: Exception, what: str) -> DatabaseUnavailableError:
+    """The error saying that ``what`` failed on the transient ``exc``."""
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return DatabaseUnavailableError(f"the database stayed unreachable while {what}: {reason}")
 
 
 def recognize_lost_connections() -> None:

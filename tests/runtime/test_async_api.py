@@ -4,11 +4,12 @@ Postgres, in an event loop of the test's own; many readers share one listening c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from typing import Any
 
 from pydantic import BaseModel
-from runtime_testkit import RESULT_TIMEOUT, call, calls, rows, text, unique, use_model
+from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, rows, text, unique, use_model
 
 from helix_dbos import ToolContext, define_agent, define_tool
 from helix_dbos.answers import ApprovalResponse
@@ -177,3 +178,61 @@ def test_each_update_state_is_published_at_once_before_the_tool_ends(executor):
     assert {(d.tool_call_id, d.tool_name, d.index) for d in live} == {("w1", "work", 0), ("w1", "work", 1)}
     order = [i.type if not isinstance(i, DeltaRecord) else f"delta:{i.kind}" for i in items]
     assert order.index("delta:state") < order.index("tool_result") < order.index("state_patch")
+
+
+def test_resume_async_continues_an_interrupted_session_with_a_new_run(executor):
+    gate = Gate()
+    agent = define_agent(unique("async"), tools=[gate.tool()])
+    use_model(executor, calls(call("g1", "wait_here")), text("resumed"))
+    sid = unique("async-session")
+
+    async def main() -> tuple[Any, Any, Any]:
+        first = await executor.execute_async(agent, "go", sid)
+        await asyncio.to_thread(gate.wait_entered)
+        assert await asyncio.to_thread(executor.interrupt, sid)
+        gate.open()
+        interrupted = await first.result_async(timeout=RESULT_TIMEOUT)
+        second = await executor.resume_async(agent, sid)
+        resumed = await second.result_async(timeout=RESULT_TIMEOUT)
+        await executor.close_async()
+        return interrupted, second, resumed
+
+    interrupted, second, resumed = asyncio.run(main())
+
+    assert interrupted.status == "interrupted"
+    assert second.run == 2 and (resumed.status, resumed.output) == ("completed", "resumed")
+
+
+def test_a_subscriber_added_while_the_listener_changes_channels_misses_no_delta(executor):
+    """Entering ``subscribe`` returns once the connection listens on the session's delta
+    channel, even when the subscriber came while the listener was busy listening on many
+    other channels: a delta published right after it arrives."""
+    import psycopg
+
+    from helix_dbos.client.notifications import WAKE, Notifications
+    from helix_dbos.database import libpq_url
+    from helix_dbos.store.deltas import delta_channel
+
+    delta = DeltaRecord(session_id="late", run=1, step=1, attempt=1, index=0, kind="text", text="hi")
+
+    async def main() -> list[Any]:
+        notifications = Notifications(executor.database_url)
+        received = []
+        async with contextlib.AsyncExitStack() as stack:
+            conn = await stack.enter_async_context(
+                await psycopg.AsyncConnection.connect(libpq_url(executor.database_url), autocommit=True)
+            )
+            await stack.enter_async_context(notifications.subscribe(unique("first"), deltas=True))  # connected, idle
+            others = [stack.enter_async_context(notifications.subscribe(unique("busy"), deltas=True)) for _ in range(500)]
+            crowd = asyncio.gather(*others)                     # the listener LISTENs on 500 more channels
+            await asyncio.sleep(0.05)                           # ... and is busy doing so
+            late = await stack.enter_async_context(notifications.subscribe(delta.session_id, deltas=True))
+            await conn.execute("SELECT pg_notify(%s, %s)", (delta_channel(delta.session_id), delta.to_payload()))
+            while (item := await late.next(timeout=5)) == WAKE:
+                continue  # the listener's (re)connection wakes every subscriber
+            received.append(item)
+            await crowd
+        await notifications.close()
+        return received
+
+    assert asyncio.run(main()) == [delta]

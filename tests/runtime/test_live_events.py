@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any
 
+import sqlalchemy as sa
 from pydantic import BaseModel
 from runtime_testkit import (
     RESULT_TIMEOUT,
@@ -23,14 +24,16 @@ from runtime_testkit import (
     events,
     family_model,
     rows,
+    session_status,
     sub,
     text,
     unique,
     use_model,
+    wait_for,
 )
 
-from helix_dbos import ToolContext, create_sub_agent_tool, define_agent, define_tool
-from helix_dbos.events import StepStartEvent
+from helix_dbos import ApprovalResponse, ToolContext, create_sub_agent_tool, define_agent, define_tool
+from helix_dbos.events import CustomEvent, StepStartEvent
 from helix_dbos.store.live_events import LiveEventWriter
 from helix_dbos.store.records import KeyedEvent
 
@@ -192,3 +195,32 @@ def test_writing_a_steps_keyed_events_again_writes_nothing(executor):
     assert keys[:3] == [None, "1.1.step_start", "1.1.text"] and keys[-1] == "1.1.extra"
     session = rows(executor, "SELECT event_seq FROM helix.sessions WHERE id = :s", s=sid)[0]
     assert session["event_seq"] == after[-1]["seq"]
+
+
+def test_a_suspensions_request_follows_its_tool_call_even_when_the_writer_lags(executor):
+    """The model's ``tool_call`` is handed to the writer thread; the suspension that makes
+    the call wait writes ``tool_approval_request`` in a transaction of its own. The
+    suspension waits for the writer, so the stream holds the call before its request
+    (a chat client pairs the request with the call it already has)."""
+    done = define_agent(unique("lag"))
+    use_model(executor, text("done"))
+    other = executor.execute(done, "go")
+    other.result(timeout=RESULT_TIMEOUT)
+    refund = define_tool("refund", "Refund.", Pause, lambda args, ctx: {"ok": True}, require_approval=True)
+    gated = define_agent(unique("lag"), tools=[refund])
+    executor.register(gated)
+    use_model(executor, calls(call("r1", "refund", {"label": "A-1"})), text("refused"))
+    with executor.engine.connect() as lock:
+        # the writer thread blocks on another session's row, with the run's tool_call behind it
+        lock.execute(sa.text("SELECT 1 FROM helix.sessions WHERE id = :id FOR UPDATE"), {"id": other.session_id})
+        executor.runtime.live_events.write(other.session_id, 1, 1, [KeyedEvent.at(1, 1, "lag", CustomEvent(name="lag"))])
+        handle = executor.execute(gated, "refund A-1")
+        held = time.monotonic() + 2.0
+        while session_status(executor, handle.session_id) != "awaiting_approval" and time.monotonic() < held:
+            time.sleep(0.02)
+        lock.rollback()
+    wait_for(lambda: session_status(executor, handle.session_id) == "awaiting_approval", what="the suspension")
+    kinds = [e["type"] for e in events(executor, handle.session_id)]
+    assert kinds.index("tool_call") < kinds.index("tool_approval_request"), kinds
+    executor.submit_tool_result(handle.session_id, ApprovalResponse(tool_call_id="r1", approved=False))
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"

@@ -366,3 +366,17 @@ def test_the_fastapi_example_serves_agents_and_starts_one_from_its_own_workflow(
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     assert "Traceback" not in err, err
+
+
+def test_status_of_a_first_run_enqueued_and_not_begun_is_starting(executor, ana):
+    from dbos import DBOS
+
+    agent = registered(executor, define_agent(unique("http-starting")))
+    sid = unique("http-starting")
+    started = ana.post("/start", json={"agent": agent.name, "input": "x", "session_id": sid, "queue": unique("idle-queue")})
+    try:
+        status = ana.get("/status", params={"session_id": sid})
+        assert started.status_code == 202, started.text
+        assert status.status_code == 200 and status.json() == {"id": sid, "status": "starting", "current_run": None, "pending": []}
+    finally:
+        DBOS.cancel_workflow(started.json()["workflow_id"])  # no worker takes that queue

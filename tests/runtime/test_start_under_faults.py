@@ -20,6 +20,7 @@ whose commit went through although its connection broke.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import threading
@@ -34,7 +35,7 @@ import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 from pydantic import BaseModel
 
-from helix_dbos import ApprovalResponse, HelixError, SessionBusyError, ToolContext, define_agent, define_tool
+from helix_dbos import AgentHooks, ApprovalResponse, HelixError, SessionBusyError, ToolContext, define_agent, define_tool
 from helix_dbos.client import admin, commands
 from helix_dbos.client.handle import AgentHandle
 from helix_dbos.client.queues import EnqueuedRun, QueueSettings, RunEnqueuer, register_queue
@@ -199,20 +200,74 @@ def assert_held_once(executor: Any, held: AgentHandle, refused: list[Any]) -> No
     assert run_workflows(executor, held.session_id) == [held.workflow_id]
 
 
+class SyncCaller:
+    """``executor.execute`` and ``handle.result``, as a thread calls them."""
+
+    start = "start_workflow"
+    """The DBOS call that starts a run's workflow."""
+
+    @staticmethod
+    def losing(real: Callable[..., Any], lose: Callable[[Any], Any]) -> Callable[..., Any]:
+        """``real`` (the DBOS start), its handle passed through ``lose``."""
+        return lambda *args, **kwargs: lose(real(*args, **kwargs))
+
+    def __init__(self, executor: Any) -> None:
+        self.executor = executor
+
+    def execute(self, agent: Any, input: str, session_id: str) -> AgentHandle:
+        return self.executor.execute(agent, input, session_id=session_id)
+
+    def result(self, handle: AgentHandle) -> Any:
+        return handle.result(timeout=STORM_RESULT_TIMEOUT)
+
+    def close(self) -> None:
+        pass
+
+
+class AsyncCaller(SyncCaller):
+    """``await executor.execute_async`` and ``await handle.result_async``, on one event loop
+    of this thread (the runs it starts go on while it runs)."""
+
+    start = "start_workflow_async"
+
+    @staticmethod
+    def losing(real: Callable[..., Any], lose: Callable[[Any], Any]) -> Callable[..., Any]:
+        async def start(*args: Any, **kwargs: Any) -> Any:
+            return lose(await real(*args, **kwargs))
+
+        return start
+
+    def __init__(self, executor: Any) -> None:
+        super().__init__(executor)
+        self.runner = asyncio.Runner()
+
+    def execute(self, agent: Any, input: str, session_id: str) -> AgentHandle:
+        return self.runner.run(self.executor.execute_async(agent, input, session_id=session_id))
+
+    def result(self, handle: AgentHandle) -> Any:
+        return self.runner.run(handle.result_async(timeout=STORM_RESULT_TIMEOUT))
+
+    def close(self) -> None:
+        self.runner.run(self.executor.close_async())
+        self.runner.close()
+
+
+@pytest.mark.parametrize("caller", [SyncCaller, AsyncCaller])
 def test_execute_in_a_storm_hands_out_one_run_or_raises_a_helix_error(
-    executor: Any, database_url: str, caplog: pytest.LogCaptureFixture
+    executor: Any, database_url: str, caplog: pytest.LogCaptureFixture, caller: type[SyncCaller]
 ) -> None:
     hold = Hold()
     agent = define_agent(unique("storm-execute"), tools=[hold.tool()])
     use_model(executor, held_or_done, text("done"))
     session_ids: list[str] = []
+    api = caller(executor)
 
     with held_session(executor, agent, hold) as held:
 
         def start(i: int) -> AgentHandle:
             """A new session's first run, then (all but a read) a new turn of the held session."""
             session_ids.append(unique(f"storm-execute-{i}") if i < CALLS else held.session_id)
-            return executor.execute(agent, f"call {i}", session_id=session_ids[-1])
+            return api.execute(agent, f"call {i}", session_ids[-1])
 
         outcomes = calls_in_a_storm(caplog, database_url, start)
 
@@ -221,9 +276,10 @@ def test_execute_in_a_storm_hands_out_one_run_or_raises_a_helix_error(
     for session_id, outcome in zip(session_ids[:CALLS], outcomes):
         if isinstance(outcome, AgentHandle):
             assert (outcome.session_id, outcome.run) == (session_id, 1)
-            result = outcome.result(timeout=STORM_RESULT_TIMEOUT)
+            result = api.result(outcome)
             assert (result.status, result.output) == ("completed", "done")
         assert_one_run_or_none(executor, session_id, outcome)
+    api.close()
 
 
 @pytest.fixture(scope="module")
@@ -372,30 +428,64 @@ def start_workflow(request: RunRequest) -> Any:
         return DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
 
 
+@pytest.mark.parametrize("caller", [SyncCaller, AsyncCaller])
 def test_a_start_retried_after_its_workflow_was_inserted_hands_out_that_run(
-    executor: Any, database_url: str, monkeypatch: pytest.MonkeyPatch
+    executor: Any, database_url: str, monkeypatch: pytest.MonkeyPatch, caller: type[SyncCaller]
 ) -> None:
     agent = define_agent(unique("lost-start"))
     use_model(executor, text("started once"))
-    real_start = executor._start_workflow
     lost: list[str] = []
 
-    def start_and_lose_the_answer(request: RunRequest, *args: Any) -> Any:
-        started = real_start(request, *args)
+    def lose_the_first_answer(started: Any) -> Any:
         if not lost:
-            lost.append(request.workflow_id)
+            lost.append(started.get_workflow_id())
             raise lost_connection_error(database_url)
         return started
 
-    monkeypatch.setattr(executor, "_start_workflow", start_and_lose_the_answer)
+    monkeypatch.setattr(DBOS, caller.start, caller.losing(getattr(DBOS, caller.start), lose_the_first_answer))
     session_id = unique("lost-start")
-    handle = executor.execute(agent, "go", session_id=session_id)
+    api = caller(executor)
+    handle = api.execute(agent, "go", session_id)
+    result = api.result(handle)
+    api.close()
 
     assert lost == [f"helix:{session_id}:run:1"]
     assert (handle.session_id, handle.run, handle.workflow_id) == (session_id, 1, lost[0])
-    assert handle.result(timeout=RESULT_TIMEOUT).output == "started once"
+    assert result.output == "started once"
     assert run_workflows(executor, session_id) == lost
     assert run_numbers(executor, session_id) == [1]
+
+
+def test_an_async_start_waits_for_the_previous_queued_run_to_let_go_of_the_session(
+    executor: Any, storm_queue: str
+) -> None:
+    """A queued run holds its session as DBOS deduplication id until its workflow returns;
+    here its ``on_agent_complete`` hook keeps it from returning for a second after the
+    session completed, and the next turn, started then, is not refused."""
+
+    async def linger(result: Any, ctx: Any) -> None:
+        if result.output == "one":
+            await asyncio.sleep(1.0)
+
+    agent = define_agent(unique("async-next-turn"), hooks=AgentHooks(on_agent_complete=linger))
+    use_model(executor, text("one"), text("two"))
+    session_id = unique("async-next-turn")
+
+    async def main() -> tuple[str | None, Any]:
+        first = await executor.execute_async(agent, "one", session_id=session_id, queue=storm_queue)
+        while (row := await executor.live().session_row(session_id)) is None or row.status != "completed":
+            await asyncio.sleep(0.01)
+        still = await DBOS.get_workflow_status_async(first.workflow_id)
+        second = await executor.execute_async(agent, "two", session_id=session_id, queue=storm_queue)
+        result = await second.result_async(timeout=RESULT_TIMEOUT)
+        await executor.close_async()
+        return (still.status if still else None), result
+
+    first_status, result = asyncio.run(main())
+
+    assert first_status == "PENDING"  # run 1's workflow had not returned: the case under test
+    assert result.output == "two"
+    assert run_numbers(executor, session_id) == [1, 2]
 
 
 def test_a_retried_start_that_finds_another_request_in_its_place_is_busy(executor: Any, database_url: str) -> None:

@@ -80,6 +80,19 @@ def test_a_gated_call_pauses_the_message_once_every_other_call_has_its_result():
     assert denied == [{"type": "tool-output-denied", "toolCallId": "a"}]
 
 
+def test_a_request_read_before_its_call_follows_the_call_and_still_pauses_the_message():
+    ui = UIMessageStream("s", 1, client_tools=frozenset({"ask"}))
+    chunks = feed(
+        ui, ev(1, "step_start"),
+        ev(2, "tool_approval_request", tool_call_id="a", tool_name="refund", input={}),
+        ev(3, "tool_start", tool_call_id="q", tool_name="ask", input={}),
+        ev(4, "tool_call", tool_call_id="a", tool_name="refund", input={}),
+        ev(5, "tool_call", tool_call_id="q", tool_name="ask", input={}),
+    )
+    assert types(chunks) == ["start-step", "tool-input-available", "tool-approval-request", "tool-input-available"]
+    assert ui.waiting == {"a", "q"} and ui.paused_at == {"a": 5, "q": 5}
+
+
 def test_tools_the_server_runs_are_provider_executed_and_client_tools_are_not():
     ui = UIMessageStream("s", 1, client_tools=frozenset({"ask"}))
     chunks = feed(ui, ev(1, "tool_call", tool_call_id="a", tool_name="ask", input={}),
