@@ -211,7 +211,7 @@ def test_a_subscriber_added_while_the_listener_changes_channels_misses_no_delta(
 
     from helix_dbos.client.notifications import WAKE, Notifications
     from helix_dbos.database import libpq_url
-    from helix_dbos.store.deltas import delta_channel
+    from helix_dbos.store.delta_channels import delta_channel
 
     delta = DeltaRecord(session_id="late", run=1, step=1, attempt=1, index=0, kind="text", text="hi")
 
