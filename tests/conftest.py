@@ -42,6 +42,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, settings
 from psycopg import sql
 
 from helix_dbos.database import check_connection, libpq_url, render_url, validate_url
@@ -100,6 +101,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             marks.add("db")
         for mark in sorted(marks or {"unit"}):
             item.add_marker(mark)
+        if _uses_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a module-scoped fixture (a server, a browser, a baseline run,
+    a database its module's tests share in order).
+
+    Under pytest-xdist (``--dist loadgroup``) such tests are grouped by module, so one
+    worker sets the fixture up once and runs them in file order, as a serial run does.
+    """
+    definitions = getattr(item, "_fixtureinfo", None)  # pytest has no public lookup of scopes
+    if definitions is None:
+        return False
+    return any(
+        fixturedefs[-1].scope == "module"
+        for name, fixturedefs in definitions.name2fixturedefs.items()
+        if fixturedefs and name in item.fixturenames  # type: ignore[attr-defined]
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Hypothesis: no clock in property tests
+# ---------------------------------------------------------------------------------------
+
+# Tests share the machine with other tests (pytest-xdist workers) and other work, so how
+# fast an example runs or is generated says nothing about the code: no per-example
+# deadline and no "too slow" health check. Loaded before any test module makes its own
+# settings, which inherit it.
+settings.register_profile("helix", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("helix")
 
 
 # ---------------------------------------------------------------------------------------
