@@ -321,7 +321,12 @@ def executor(database_url: str) -> Iterator[Any]:
 
     from helix_dbos import DBOSAgentExecutor, MockLLMAdapter
     from helix_dbos.client.launcher import dbos_config
+    from helix_dbos.llm.litellm_adapter import load_litellm
 
+    # litellm's first import takes seconds of CPU. Tests that swap in a LiteLLMAdapter
+    # would pay it inside a window they wait on (a gated tool's); pay it here, once per
+    # test process (each xdist worker is one).
+    load_litellm()
     DBOS(config=dbos_config(database_url, name="helix-tests", notification_listener_polling_interval_sec=0.01))
     instance = DBOSAgentExecutor(llm=MockLLMAdapter(), database_url=database_url)
     DBOS.launch()
