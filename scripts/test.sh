@@ -4,8 +4,8 @@
 # Runs in parallel: pytest-xdist with $HELIX_TEST_WORKERS worker processes (default 4;
 # tests mostly wait on processes and Postgres, so more workers than cores pays). Giving
 # -n/--numprocesses yourself, -p no:xdist or --pdb replaces that (-n 0 runs serially).
-# Fast part alone: ./scripts/test.sh -m unit (no database, no processes; one worker per
-# core, as those tests only compute; it skips the installs below).
+# Fast part alone: ./scripts/test.sh -m unit (no database, no processes; in one process,
+# as those tests only compute; it skips the installs below).
 #
 # Creates or reuses .venv (see scripts/_venv.sh). Tests use HELIX_TEST_DATABASE_URL when
 # it is set (a server URL; each run creates and drops its own databases there), else an
@@ -22,7 +22,7 @@ if [[ " $* " != *" -m unit "* ]]; then  # the unit tests need none of these prog
     source scripts/_node.sh
 fi
 if [[ " $* " == *" -m unit "* ]]; then
-    parallel=(-n "${HELIX_TEST_WORKERS:-auto}")  # CPU-bound: one worker per core
+    parallel=(-n "${HELIX_TEST_WORKERS:-0}")  # they only compute: a worker's start costs more than it saves
 else
     parallel=(-n "${HELIX_TEST_WORKERS:-4}")
 fi
