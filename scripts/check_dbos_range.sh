@@ -7,7 +7,7 @@
 # dbos pinned, and runs the smoke test (the schema, a migration, a run with tools, HITL
 # and streaming) and the crash suite (workers SIGKILLed mid-run, recovered). Exits non-zero
 # at the first version that fails. helix's triggers on DBOS's tables and the private DBOS
-# names it uses are checked by these tests (tests/test_schema.py,
+# names it uses are checked by these tests (tests/database/test_schema.py,
 # tests/workers/test_adoption.py): widen the range in pyproject.toml, and the DBOS
 # schema versions in helix_dbos/store/dbos_tables.py, only once this passes.
 set -euo pipefail
@@ -45,8 +45,8 @@ PY
 echo "dbos$spec: checking $lowest and $highest" >&2
 
 SMOKE=(
-    tests/test_schema.py
-    tests/test_foundation.py
+    tests/database/test_schema.py
+    tests/database/test_database_setup.py
     tests/runtime/test_runtime_loop.py
     tests/runtime/test_hitl_approval.py
     tests/runtime/test_runtime_streaming.py

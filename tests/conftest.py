@@ -4,14 +4,18 @@ Which server
     ``HELIX_TEST_DATABASE_URL`` when it is set: the URL of any database on a server
     where the tests may create databases, e.g.
     ``postgresql://postgres@127.0.0.1:5432/postgres``. Otherwise an embedded Postgres
-    (pgserver) in ``.helix/test-pgdata`` of this checkout: created on the first run,
-    reused on the next ones, stopped when the test process exits.
+    (pgserver) in ``.helix/test-pgdata`` of this checkout: created on the first run with
+    ``max_connections`` raised to ``EMBEDDED_MAX_CONNECTIONS``, reused on the next ones,
+    shared by every test process of a run (pytest-xdist's workers attach to it one at a
+    time, under the lock file ``.helix/test-pgdata.lock``) and stopped when the last of
+    them exits.
 
 Databases
     Tests never write to the server's own database. Each fixture creates a new one
-    named ``helix_test_<pid>_<n>``, and every database created in a session is dropped
-    at its end. On the embedded server, databases left behind by runs that were killed
-    are dropped when the next run starts.
+    named ``helix_test_<pid>_<n>`` (an xdist worker is a process of its own, so workers
+    never share one), and every database created in a session is dropped at its end. On
+    the embedded server, databases left behind by runs that were killed are dropped when
+    the next run starts.
 
 Fixtures
     ``database_server_url`` (session)  URL of the server's own database.
@@ -25,24 +29,33 @@ Outside a fixture, ``create_database(server_url)`` does what ``make_database`` d
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import re
+import subprocess
+import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, settings
 from psycopg import sql
 
-from helix_dbos.database import check_connection, libpq_url, render_url, start_embedded, validate_url
+from helix_dbos.database import check_connection, libpq_url, render_url, validate_url
 from helix_dbos.errors import DatabaseError
 from helix_dbos.store.migrations import migrate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_DATABASE_URL_VAR = "HELIX_TEST_DATABASE_URL"
 TEST_PGDATA = REPO_ROOT / ".helix" / "test-pgdata"
+TEST_PGDATA_LOCK = REPO_ROOT / ".helix" / "test-pgdata.lock"
+EMBEDDED_MAX_CONNECTIONS = 500
+"""Connections the embedded test server allows: the xdist workers' DBOS pools and the
+worker and app processes their tests start all connect to it at once."""
 TEST_DATABASE_PREFIX = "helix_test_"
 
 _counter = itertools.count(1)
@@ -88,6 +101,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             marks.add("db")
         for mark in sorted(marks or {"unit"}):
             item.add_marker(mark)
+        if _uses_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a module-scoped fixture (a server, a browser, a baseline run,
+    a database its module's tests share in order).
+
+    Under pytest-xdist (``--dist loadgroup``) such tests are grouped by module, so one
+    worker sets the fixture up once and runs them in file order, as a serial run does.
+    """
+    definitions = getattr(item, "_fixtureinfo", None)  # pytest has no public lookup of scopes
+    if definitions is None:
+        return False
+    return any(
+        fixturedefs[-1].scope == "module"
+        for name, fixturedefs in definitions.name2fixturedefs.items()
+        if fixturedefs and name in item.fixturenames  # type: ignore[attr-defined]
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Hypothesis: no clock in property tests
+# ---------------------------------------------------------------------------------------
+
+# Tests share the machine with other tests (pytest-xdist workers) and other work, so how
+# fast an example runs or is generated says nothing about the code: no per-example
+# deadline and no "too slow" health check. Loaded before any test module makes its own
+# settings, which inherit it.
+settings.register_profile("helix", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("helix")
 
 
 # ---------------------------------------------------------------------------------------
@@ -155,6 +199,63 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (made if missing) across processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _postmaster_running(pgdata: Path) -> bool:
+    """Whether a server runs in ``pgdata`` (the pid on ``postmaster.pid``'s first line)."""
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return False
+    return _process_exists(pid)
+
+
+def _max_connections(url: str) -> int:
+    with _admin_connection(url) as conn:
+        return int(conn.execute("SHOW max_connections").fetchone()[0])  # type: ignore[index]
+
+
+def _start_embedded_test_server() -> str:
+    """Start the embedded server in ``TEST_PGDATA``, or attach to it, and return its URL.
+
+    Every test process of a run (each xdist worker) calls this under one lock, so one
+    server starts and the others attach to it; pgserver stops it when the last of them
+    exits. The process that starts it raises ``max_connections`` when it is lower than
+    ``EMBEDDED_MAX_CONNECTIONS`` (a new data directory has 100), restarting the server
+    while nobody else uses it yet.
+    """
+    with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
+        warnings.simplefilter("ignore")
+        import pgserver
+
+    with _file_lock(TEST_PGDATA_LOCK):
+        starts_it = not _postmaster_running(TEST_PGDATA)
+        TEST_PGDATA.mkdir(parents=True, exist_ok=True)
+        server = pgserver.get_server(TEST_PGDATA, cleanup_mode="stop")
+        url = render_url(str(server.get_uri()))
+        if starts_it and _max_connections(url) < EMBEDDED_MAX_CONNECTIONS:
+            with _admin_connection(url) as conn:
+                conn.execute(f"ALTER SYSTEM SET max_connections = {EMBEDDED_MAX_CONNECTIONS}")
+            server.cleanup()  # this process is its only user: stops it
+            server = pgserver.get_server(TEST_PGDATA, cleanup_mode="stop")
+            url = render_url(str(server.get_uri()))
+        # Only here: this server belongs to this checkout, so a helix_test_<pid>_*
+        # database whose pid is gone was left by a killed run of ours. On a shared
+        # server the same pid may belong to another machine's live run.
+        _drop_databases_of_dead_runs(url)
+    return url
+
+
 @pytest.fixture(scope="session")
 def database_server_url() -> Iterator[str]:
     """URL of the test server's own database; drops every test database at the end."""
@@ -163,13 +264,11 @@ def database_server_url() -> Iterator[str]:
         if configured:
             url = validate_url(configured)
         else:
-            url = start_embedded(TEST_PGDATA)
-            # Only here: this server belongs to this checkout, so a helix_test_<pid>_*
-            # database whose pid is gone was left by a killed run of ours. On a shared
-            # server the same pid may belong to another machine's live run.
-            _drop_databases_of_dead_runs(url)
+            url = _start_embedded_test_server()
         check_connection(url)
-    except DatabaseError as exc:
+    except ImportError:
+        pytest.fail("test database unavailable: set HELIX_TEST_DATABASE_URL or install pgserver", pytrace=False)
+    except (DatabaseError, psycopg.Error, OSError, subprocess.SubprocessError) as exc:
         source = TEST_DATABASE_URL_VAR if os.environ.get(TEST_DATABASE_URL_VAR) else "the embedded Postgres"
         pytest.fail(f"test database unavailable ({source}): {exc}", pytrace=False)
     yield url
@@ -222,7 +321,12 @@ def executor(database_url: str) -> Iterator[Any]:
 
     from helix_dbos import DBOSAgentExecutor, MockLLMAdapter
     from helix_dbos.client.launcher import dbos_config
+    from helix_dbos.llm.litellm_adapter import load_litellm
 
+    # litellm's first import takes seconds of CPU. Tests that swap in a LiteLLMAdapter
+    # would pay it inside a window they wait on (a gated tool's); pay it here, once per
+    # test process (each xdist worker is one).
+    load_litellm()
     DBOS(config=dbos_config(database_url, name="helix-tests", notification_listener_polling_interval_sec=0.01))
     instance = DBOSAgentExecutor(llm=MockLLMAdapter(), database_url=database_url)
     DBOS.launch()

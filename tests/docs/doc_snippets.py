@@ -1,6 +1,6 @@
 """Run every ```python block of a Markdown document, as a reader would::
 
-    python tests/doc_snippets.py README.md      # prints "ran N python blocks" and exits 0
+    python tests/docs/doc_snippets.py README.md      # prints "ran N python blocks" and exits 0
 
 The rules a document's snippets are written to:
 

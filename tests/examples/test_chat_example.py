@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-RUN = Path(__file__).resolve().parent.parent / "examples" / "chat" / "run.sh"
+RUN = Path(__file__).resolve().parents[2] / "examples" / "chat" / "run.sh"
 ANSWER = "Order A-42 is refunded: 20 EUR are on their way back to your card."
 
 

@@ -14,7 +14,7 @@ import yaml
 
 import helix_dbos
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted((ROOT / "docs").glob("*.md"))
 OWN_PAGES = [p for p in PAGES if p.name != "architecture.md"]  # the contributors' notes keep their history
 

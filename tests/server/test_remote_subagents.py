@@ -26,7 +26,7 @@ import pytest
 
 from helix_dbos.store.migrations import migrate
 
-APPS = Path(__file__).with_name("apps")
+APPS = Path(__file__).resolve().parents[1] / "apps"
 CLI = "from helix_dbos.cli import main; main()"
 TIMEOUT = 60.0
 

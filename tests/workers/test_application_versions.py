@@ -18,7 +18,7 @@ import psycopg
 from helix_dbos import application_version
 from helix_dbos.database import libpq_url
 
-APPS = Path(__file__).with_name("apps")
+APPS = Path(__file__).resolve().parents[1] / "apps"
 HELIX = Path(sys.executable).with_name("helix-dbos")
 
 

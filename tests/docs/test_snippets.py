@@ -1,5 +1,5 @@
 """Every ```python block of README.md and docs/ runs, as a reader would run it
-(``tests/doc_snippets.py`` says how), against a migrated database of its own: a snippet
+(``tests/docs/doc_snippets.py`` says how), against a migrated database of its own: a snippet
 cannot rot."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from helix_dbos.store.migrations import migrate
 
 from doc_snippets import snippets  # type: ignore[import-not-found]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).with_name("doc_snippets.py")
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 

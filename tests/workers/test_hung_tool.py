@@ -24,7 +24,7 @@ from helix_dbos.client.queues import RunEnqueuer
 from helix_dbos.database import libpq_url
 from helix_dbos.store.migrations import migrate
 
-APP_DIR = Path(__file__).with_name("apps")
+APP_DIR = Path(__file__).resolve().parents[1] / "apps"
 CLI = "from helix_dbos.cli import main; main()"
 EXIT_BOUND = 60.0
 """Seconds the worker may take to exit after SIGTERM (generous: speed is not asserted)."""
