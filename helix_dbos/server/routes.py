@@ -14,7 +14,7 @@ with ``follow``, until the client goes away).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from dbos import DBOS
 from pydantic import BaseModel
@@ -93,7 +93,7 @@ async def resume(request: Request) -> Response:
 
 async def interrupt(request: Request) -> Response:
     body = await _body(request, SessionBody)
-    if not await run_in_threadpool(_executor(request).interrupt, body.session_id):
+    if not await _executor(request).interrupt_async(body.session_id):
         return problem(409, "not_running", f"session {body.session_id!r} has no run in progress")
     return JSONResponse({"session_id": body.session_id, "interrupt_requested": True})
 
@@ -140,14 +140,8 @@ async def list_sessions(request: Request) -> Response:
 
 async def get_session(request: Request) -> Response:
     session_id = request.path_params["session_id"]
-    executor = _executor(request)
-
-    def read() -> dict[str, Any]:
-        require_storable("session_id", session_id)
-        with executor.engine.connect() as conn:
-            return commands.session_detail(conn, session_id).model_dump(mode="json")
-
-    return JSONResponse(await run_in_threadpool(read))
+    detail = await _executor(request).live().read(lambda conn: commands.session_detail_async(conn, session_id))
+    return JSONResponse(detail.model_dump(mode="json"))
 
 
 async def sse(request: Request) -> Response:
