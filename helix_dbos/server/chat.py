@@ -2,7 +2,11 @@
 
 The chat's id is the session's id, and each run of the session is one assistant message
 (``helix_dbos.ui_stream``). Every stream is native async: it shares the process's one
-listening connection and reads through a small pool, holding no thread.
+listening connection and reads through a small pool, holding no thread. Reading the
+run and its state and ``/interrupt`` hold none either; recording answers, ``stop``,
+``abort`` and ``submit-tool-result`` run in a worker thread (an answer and its message to
+the workflow commit in one transaction of DBOS's synchronous client; an abort is the
+executor's one implementation).
 
 - ``POST /chat``: a user message as last message starts the session's next run (a new
   session runs the body's ``agent``, else the server's ``chat_agent``) and streams its

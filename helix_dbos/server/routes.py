@@ -2,9 +2,13 @@
 commands: every one works whichever process started the run, because everything it
 reads or asks goes through the database (and DBOS), not through in-memory handles.
 
-``/start``, ``/resume``, ``/status`` and ``GET /sessions`` are native async (``execute_async``,
-``resume_async``, async reads); the other commands (short transactions, answers sent
-inside them) run in Starlette's thread pool. ``/sse`` is native async too:
+``/start``, ``/resume``, ``/status``, ``GET /sessions``, ``GET /sessions/{id}`` and
+``/interrupt`` are native async (``execute_async``, ``resume_async``, ``interrupt_async``,
+reads over the process's async pool): they answer while Starlette's thread pool is full.
+``/abort`` and ``/submit-tool-result`` run their command in that thread pool: an answer
+and its message to the workflow commit in one transaction, which only DBOS's
+synchronous client can do, and an abort is the one implementation the executor, the CLI
+and the operator API share (each run ended, then its workflow cancelled). ``/sse`` is native async too:
 it shares the process's one listening connection and reads through a small pool
 (:class:`~helix_dbos.client.live.LiveStreams`), holding no thread and no connection of
 its own, one keep-alive comment per quiet interval, until the session stops running (or,
