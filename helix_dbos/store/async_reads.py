@@ -1,9 +1,11 @@
-"""The reads a live stream makes, over psycopg's async connections: the statements of
-``store/reads.py``, compiled once for psycopg, so an async server reads the session's
-stream without a thread::
+"""The reads an async server makes, over psycopg's async connections: the statements of
+``store/reads.py``, compiled once for psycopg, and the same pure code to make records of
+their rows (a state replayed from its snapshot and patches, usage summed), so an async
+server reads a session's stream, its state and its whole detail without a thread::
 
     async with pool.connection() as conn:
         batch = await events_after(conn, "s1", after_seq=41)
+        state = await load_state(conn, "s1")
 """
 
 from __future__ import annotations
@@ -17,13 +19,7 @@ from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
 from helix_dbos.store import dbos_tables, reads
 from helix_dbos.store.records import (
-    AnswerRecord,
-    EventRecord,
-    PendingToolCall,
-    RunRecord,
-    SessionRecord,
-    TranscriptEntry,
-    UsageSummary,
+    AnswerRecord, EventRecord, PendingToolCall, RunRecord, SessionRecord, TranscriptEntry, UsageSummary,
 )
 
 _DIALECT = psycopg_dialect.dialect()
