@@ -381,10 +381,11 @@ class FullThreadPool:
         self._released.wait(GATE_WAIT * 3)
 
     @contextmanager
-    def held(self, url: str) -> Iterator[None]:
-        """Every thread of the pool held by a request to ``/block`` while the block runs."""
+    def held(self, url: str, headers: dict[str, str] | None = None) -> Iterator[None]:
+        """Every thread of the pool held by a request to ``/block`` (with ``headers``) while the block runs."""
         with ThreadPoolExecutor(max_workers=THREAD_TOKENS) as clients:
-            blocked = [clients.submit(httpx.get, f"{url}/block", timeout=GATE_WAIT * 4) for _ in range(THREAD_TOKENS)]
+            blocked = [clients.submit(httpx.get, f"{url}/block", headers=headers, timeout=GATE_WAIT * 4)
+                       for _ in range(THREAD_TOKENS)]
             try:
                 assert self.full.wait(GATE_WAIT), f"{self._holding} of {THREAD_TOKENS} threads held"
                 yield
