@@ -8,7 +8,8 @@ reads over the process's async pool): they answer while Starlette's thread pool 
 ``/abort`` and ``/submit-tool-result`` run their command in that thread pool: an answer
 and its message to the workflow commit in one transaction, which only DBOS's
 synchronous client can do, and an abort is the one implementation the executor, the CLI
-and the operator API share (each run ended, then its workflow cancelled). ``/sse`` is native async too:
+and the operator API share (each run ended, then its workflow cancelled; DBOS's
+``cancel_workflow_async`` would take a thread anyway). ``/sse`` is native async too:
 it shares the process's one listening connection and reads through a small pool
 (:class:`~helix_dbos.client.live.LiveStreams`), holding no thread and no connection of
 its own, one keep-alive comment per quiet interval, until the session stops running (or,

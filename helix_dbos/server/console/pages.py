@@ -6,6 +6,9 @@ message (post/redirect/get); a client result that does not validate is shown aga
 its page with the error, status 422, and the call stays pending. The approver of an
 answer is the server's authenticated principal (``request.state.principal``).
 
+The pages read over the process's async pool (``executor.live()``), holding no thread;
+the form posts and the workers page run their command in Starlette's thread pool.
+
 A session's page reads the session when it renders. An answered call stays pending, and
 the session ``awaiting_*``, until the run has settled the step: the page shows where
 such an answer is (``received.py``), and its live tail (``tail.py``) brings the status
