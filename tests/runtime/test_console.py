@@ -460,6 +460,8 @@ def test_the_console_pages_answer_while_every_thread_of_the_pool_is_held(executo
             listed = client.get("/console/sessions", params={"status": "awaiting_approval"})
             page = client.get(f"/console/sessions/{sid}")
             missing = client.get(f"/console/sessions/{unique('nobody')}")
+            form = {"csrf_token": token(page), "session_id": sid, "action": "interrupt"}
+            interrupted = client.post("/console/control", data=form, follow_redirects=True)
     finally:
         serving.stop()
         executor.submit_tool_result(sid, ApprovalResponse(tool_call_id="r1", approved=False))
@@ -468,4 +470,5 @@ def test_the_console_pages_answer_while_every_thread_of_the_pool_is_held(executo
     assert listed.status_code == 200 and sid in listed.text
     assert page.status_code == 200 and "held" in page.text and "awaiting_approval" in page.text
     assert missing.status_code == 404
-    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    assert interrupted.status_code == 200 and "Interrupt requested." in interrupted.text
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "interrupted"

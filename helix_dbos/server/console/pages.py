@@ -7,7 +7,8 @@ its page with the error, status 422, and the call stays pending. The approver of
 answer is the server's authenticated principal (``request.state.principal``).
 
 The pages read over the process's async pool (``executor.live()``), holding no thread;
-the form posts and the workers page run their command in Starlette's thread pool.
+so does an interrupt; answers, abort, resume and the workers page run their command in
+Starlette's thread pool.
 
 A session's page reads the session when it renders. An answered call stays pending, and
 the session ``awaiting_*``, until the run has settled the step: the page shows where
@@ -254,8 +255,6 @@ async def control(request: Request) -> Response:
     target = _target(request, {"next": "session"}, session_id)
 
     def act() -> str:
-        if action == "interrupt":
-            return "Interrupt requested." if executor.interrupt(session_id) else "The session has no run in progress."
         if action == "abort":
             done = executor.abort(session_id, f"aborted from the console by {_approver(request)}")
             return "Aborted." if done else "The session has no run in progress."
@@ -266,7 +265,11 @@ async def control(request: Request) -> Response:
         raise HelixError(f"unknown action {action!r}")
 
     try:
-        message = await run_in_threadpool(act)
+        if action == "interrupt":
+            asked = await executor.interrupt_async(session_id)
+            message = "Interrupt requested." if asked else "The session has no run in progress."
+        else:
+            message = await run_in_threadpool(act)
     except HelixError as exc:
         message = f"Not done: {exc}"
     return back(request, target, message)
