@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final, TypeVar
 
 from psycopg import AsyncConnection
-
 from psycopg_pool import AsyncConnectionPool
 
 from helix_dbos.client.notifications import WAKE, Notifications, Subscription
@@ -64,14 +63,14 @@ class LiveStreams:
                     self._open = True
         return self._pool.connection()
 
-    async def read(self, reading: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
-        """``await reading(conn)`` on a pooled connection (autocommit), for reads that go
-        together::
+    async def with_connection(self, work: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """``await work(conn)`` on a pooled connection (autocommit), for reads that go
+        together or a transaction of its own::
 
-            detail = await live.read(lambda conn: commands.session_detail_async(conn, "s1"))
+            detail = await live.with_connection(lambda conn: commands.session_detail_async(conn, "s1"))
         """
         async with await self._connection() as conn:
-            return await reading(conn)
+            return await work(conn)
 
     async def events_after(self, session_id: str, after_seq: int, limit: int = _PAGE) -> list[EventRecord]:
         async with await self._connection() as conn:

@@ -278,7 +278,7 @@ async def _run_of(executor: DBOSAgentExecutor, live: LiveStreams, session_id: st
         state = await async_reads.load_state(conn, session_id, record.start_step)
         return session, record, state, await async_reads.list_pending(conn, session_id, include_descendants=False)
 
-    session, record, state, pending = await live.read(read)
+    session, record, state, pending = await live.with_connection(read)
     waiting = {call.tool_call_id: call.kind for call in pending}
     return _Run(run, record.start_seq, state, waiting, _client_tools(executor, session.agent_name))
 
@@ -293,7 +293,7 @@ def _initial_state(executor: DBOSAgentExecutor, agent_name: str) -> Any:
 
 
 async def _latest_state(live: LiveStreams, session_id: str) -> Any:
-    return await live.read(lambda conn: async_reads.load_state(conn, session_id))
+    return await live.with_connection(lambda conn: async_reads.load_state(conn, session_id))
 
 
 async def _first_run_pending(session_id: str) -> bool:

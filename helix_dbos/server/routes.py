@@ -145,7 +145,8 @@ async def list_sessions(request: Request) -> Response:
 
 async def get_session(request: Request) -> Response:
     session_id = request.path_params["session_id"]
-    detail = await _executor(request).live().read(lambda conn: commands.session_detail_async(conn, session_id))
+    live = _executor(request).live()
+    detail = await live.with_connection(lambda conn: commands.session_detail_async(conn, session_id))
     return JSONResponse(detail.model_dump(mode="json"))
 
 

@@ -114,7 +114,7 @@ async def on_csrf_rejected(request: Request, exc: Exception) -> Response:
 
 
 async def inbox(request: Request) -> Response:
-    return render(request, "inbox.html", **await _executor(request).live().read(_inbox))
+    return render(request, "inbox.html", **await _executor(request).live().with_connection(_inbox))
 
 
 async def _inbox(conn: AsyncConnection[Any]) -> dict[str, Any]:
@@ -154,7 +154,7 @@ async def session(request: Request, error: str | None = None, entered: dict[str,
         return detail, await received_answers(conn, detail.pending, known={session_id: detail.answers})
 
     try:
-        detail, received = await _executor(request).live().read(read)
+        detail, received = await _executor(request).live().with_connection(read)
     except HelixError as exc:
         return render(request, "missing.html", status_code=404, message=str(exc))
     return render(
