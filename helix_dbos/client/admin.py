@@ -97,6 +97,7 @@ __all__ = [
     "resume",
     "resume_async",
     "show_session",
+    "show_session_async",
     "state_at",
     "submit",
     "submit_async",
@@ -357,6 +358,17 @@ async def get_session_async(url: str, session_id: str) -> SessionRecord:
     require_storable("session_id", session_id)
     async with await _connect_async(url) as conn:
         return commands.found_session(await async_reads.get_session_row(conn, session_id), session_id)
+
+
+async def show_session_async(url: str, session_id: str) -> SessionDetail:
+    """:func:`show_session` for async code::
+
+        detail = await admin.show_session_async(url, "s1")
+        print(detail.session.status, detail.state, [call.tool_name for call in detail.pending])
+    """
+    require_storable("session_id", session_id)
+    async with await _connect_async(url) as conn:
+        return await commands.session_detail_async(conn, session_id)
 
 
 async def list_pending_async(url: str, session_id: str | None = None) -> list[PendingToolCall]:

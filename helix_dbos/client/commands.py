@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 import jsonschema
+import psycopg
 import sqlalchemy as sa
 from dbos import error as dbos_errors
 from pydantic import BaseModel, Field
@@ -44,7 +45,7 @@ from helix_dbos.events import AbortedEvent, ForkedEvent
 from helix_dbos.logs import EventLog
 from helix_dbos.observability import metrics
 from helix_dbos.observability.tracing import trace_parent
-from helix_dbos.store import reads, retention, writes
+from helix_dbos.store import async_reads, async_writes, reads, retention, writes
 from helix_dbos.store.records import (
     AnswerRecord,
     AnswerWindow,
@@ -106,6 +107,22 @@ def session_detail(conn: sa.Connection, session_id: str) -> SessionDetail:
         usage=reads.usage_summary(conn, session_id),
         children=reads.list_descendant_sessions(conn, session_id),
         forked_from=reads.forked_from(conn, session_id),
+    )
+
+
+async def session_detail_async(conn: psycopg.AsyncConnection[Any], session_id: str) -> SessionDetail:
+    """:func:`session_detail` over an async connection (``store/async_reads.py``)."""
+    require_storable("session_id", session_id)
+    return SessionDetail(
+        session=found_session(await async_reads.get_session_row(conn, session_id), session_id),
+        transcript=await async_reads.transcript(conn, session_id),
+        state=await async_reads.load_state(conn, session_id),
+        runs=await async_reads.list_runs(conn, session_id),
+        pending=await async_reads.list_pending(conn, session_id),
+        answers=await async_reads.answers(conn, session_id),
+        usage=await async_reads.usage_summary(conn, session_id),
+        children=await async_reads.list_descendant_sessions(conn, session_id),
+        forked_from=await async_reads.forked_from(conn, session_id),
     )
 
 
@@ -452,6 +469,14 @@ def interrupt(engine: sa.Engine, session_id: str) -> bool:
     with engine.begin() as conn:
         require_session(conn, session_id)
         return any([writes.request_interrupt(conn, sid) for sid in reads.active_tree(conn, session_id)])
+
+
+async def interrupt_async(conn: psycopg.AsyncConnection[Any], session_id: str) -> bool:
+    """:func:`interrupt` over an async connection, in one transaction."""
+    require_storable("session_id", session_id)
+    async with conn.transaction():
+        found_session(await async_reads.get_session_row(conn, session_id), session_id)
+        return any([await async_writes.request_interrupt(conn, sid) for sid in await async_reads.active_tree(conn, session_id)])
 
 
 def abort(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str) -> bool:

@@ -279,6 +279,11 @@ class DBOSAgentExecutor:
         step (status ``interrupted``)."""
         return commands.interrupt(self.engine, session_id)
 
+    async def interrupt_async(self, session_id: str) -> bool:
+        """:meth:`interrupt` for async code: one transaction over the process's async
+        connections (:meth:`live`), no thread."""
+        return await self.live().with_connection(lambda conn: commands.interrupt_async(conn, session_id))
+
     def abort(self, session_id: str, reason: str = "aborted") -> bool:
         """Cancel the session's running workflow, and its sub-agents', now; runs end ``aborted``."""
         return commands.abort(self.engine, self._workflows, session_id, reason)

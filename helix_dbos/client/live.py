@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any, Final
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final, TypeVar
 
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from helix_dbos.client.notifications import WAKE, Notifications, Subscription
@@ -35,6 +36,8 @@ IDLE: Final = "idle"
 CAUGHT_UP: Final = "caught-up"
 """Yielded by :meth:`LiveStreams.follow` (with ``marks``) when every committed event was
 yielded and it starts waiting for more."""
+
+T = TypeVar("T")
 
 _PAGE = 1000
 _POOL_SIZE = 8
@@ -59,6 +62,15 @@ class LiveStreams:
                     await self._pool.open()
                     self._open = True
         return self._pool.connection()
+
+    async def with_connection(self, work: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """``await work(conn)`` on a pooled connection (autocommit), for reads that go
+        together or a transaction of its own::
+
+            detail = await live.with_connection(lambda conn: commands.session_detail_async(conn, "s1"))
+        """
+        async with await self._connection() as conn:
+            return await work(conn)
 
     async def events_after(self, session_id: str, after_seq: int, limit: int = _PAGE) -> list[EventRecord]:
         async with await self._connection() as conn:

@@ -2,7 +2,11 @@
 
 The chat's id is the session's id, and each run of the session is one assistant message
 (``helix_dbos.ui_stream``). Every stream is native async: it shares the process's one
-listening connection and reads through a small pool, holding no thread.
+listening connection and reads through a small pool, holding no thread. Reading the
+run and its state and ``/interrupt`` hold none either; recording answers, ``stop``,
+``abort`` and ``submit-tool-result`` run in a worker thread (an answer and its message to
+the workflow commit in one transaction of DBOS's synchronous client; an abort is the
+executor's one implementation).
 
 - ``POST /chat``: a user message as last message starts the session's next run (a new
   session runs the body's ``agent``, else the server's ``chat_agent``) and streams its
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dbos import DBOS
+from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -43,8 +48,8 @@ from helix_dbos.server.bodies import AbortBody, SubmitBody
 from helix_dbos.server.chat_request import ChatRequest, answered_calls, answers, user_text
 from helix_dbos.server.problems import problem
 from helix_dbos.sse import KEEPALIVE
-from helix_dbos.store import reads
-from helix_dbos.store.records import EventRecord
+from helix_dbos.store import async_reads
+from helix_dbos.store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord
 from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES
 from helix_dbos.ui_stream import DONE, HEADERS, UIMessageStream, encode
@@ -95,7 +100,7 @@ async def _next_turn(request: Request, body: ChatRequest, text: str) -> Response
     stack = contextlib.AsyncExitStack()
     try:
         subscription = await stack.enter_async_context(live.notifications.subscribe(body.id, deltas=True))
-        state = await asyncio.to_thread(_latest_state, executor, body.id) if session is not None else _initial_state(executor, agent)
+        state = await _latest_state(live, body.id) if session is not None else _initial_state(executor, agent)
         handle = await executor.execute_async(agent, text, body.id)
     except BaseException:
         await stack.aclose()
@@ -112,7 +117,7 @@ async def _answer(request: Request, body: ChatRequest, message: dict[str, Any]) 
     session = await live.session_row(body.id)
     if session is None:
         raise SessionNotFoundError(f"no session {body.id!r}")
-    run = await asyncio.to_thread(_run_of, executor, body.id, session.run_count)
+    run = await _run_of(executor, live, body.id, session.run_count)
     committed = await _events(live, body.id, run.start_seq)
     probe = _message(executor, body.id, run)
     for event in committed:
@@ -148,7 +153,7 @@ async def resume_stream(request: Request) -> Response:
     if session is None:
         run = _Run(run=1, start_seq=0, state=None, waiting={})
     else:
-        run = await asyncio.to_thread(_run_of, executor, session_id, session.run_count)
+        run = await _run_of(executor, live, session_id, session.run_count)
     stack = contextlib.AsyncExitStack()
     subscription = await stack.enter_async_context(live.notifications.subscribe(session_id, deltas=True))
     return _stream(_frames(request, live, _message(executor, session_id, run), run.start_seq, subscription, stack))
@@ -170,7 +175,7 @@ async def abort(request: Request) -> Response:
 
 async def interrupt(request: Request) -> Response:
     session_id = request.path_params["session_id"]
-    if not await asyncio.to_thread(_executor(request).interrupt, session_id):
+    if not await _executor(request).interrupt_async(session_id):
         return problem(409, "not_running", f"session {session_id!r} has no run in progress")
     return JSONResponse({"session_id": session_id, "interrupt_requested": True})
 
@@ -264,13 +269,16 @@ def _client_tools(executor: DBOSAgentExecutor, agent_name: str) -> frozenset[str
         return frozenset()
 
 
-def _run_of(executor: DBOSAgentExecutor, session_id: str, run: int) -> _Run:
+async def _run_of(executor: DBOSAgentExecutor, live: LiveStreams, session_id: str, run: int) -> _Run:
     """Run ``run`` of the session: where its message begins, and what it waits on."""
-    with executor.engine.connect() as conn:
-        session = commands.require_session(conn, session_id)
-        record = reads.list_runs(conn, session_id)[run - 1]
-        state = reads.load_state(conn, session_id, record.start_step)
-        pending = reads.list_pending(conn, session_id, include_descendants=False)
+
+    async def read(conn: AsyncConnection[Any]) -> tuple[SessionRecord, RunRecord, Any, list[PendingToolCall]]:
+        session = commands.found_session(await async_reads.get_session_row(conn, session_id), session_id)
+        record = (await async_reads.list_runs(conn, session_id))[run - 1]
+        state = await async_reads.load_state(conn, session_id, record.start_step)
+        return session, record, state, await async_reads.list_pending(conn, session_id, include_descendants=False)
+
+    session, record, state, pending = await live.with_connection(read)
     waiting = {call.tool_call_id: call.kind for call in pending}
     return _Run(run, record.start_seq, state, waiting, _client_tools(executor, session.agent_name))
 
@@ -284,9 +292,8 @@ def _initial_state(executor: DBOSAgentExecutor, agent_name: str) -> Any:
     return None if schema is None else schema().model_dump(mode="json")
 
 
-def _latest_state(executor: DBOSAgentExecutor, session_id: str) -> Any:
-    with executor.engine.connect() as conn:
-        return reads.load_state(conn, session_id)
+async def _latest_state(live: LiveStreams, session_id: str) -> Any:
+    return await live.with_connection(lambda conn: async_reads.load_state(conn, session_id))
 
 
 async def _first_run_pending(session_id: str) -> bool:

@@ -2,9 +2,14 @@
 commands: every one works whichever process started the run, because everything it
 reads or asks goes through the database (and DBOS), not through in-memory handles.
 
-``/start``, ``/resume``, ``/status`` and ``GET /sessions`` are native async (``execute_async``,
-``resume_async``, async reads); the other commands (short transactions, answers sent
-inside them) run in Starlette's thread pool. ``/sse`` is native async too:
+``/start``, ``/resume``, ``/status``, ``GET /sessions``, ``GET /sessions/{id}`` and
+``/interrupt`` are native async (``execute_async``, ``resume_async``, ``interrupt_async``,
+reads over the process's async pool): they answer while Starlette's thread pool is full.
+``/abort`` and ``/submit-tool-result`` run their command in that thread pool: an answer
+and its message to the workflow commit in one transaction, which only DBOS's
+synchronous client can do, and an abort is the one implementation the executor, the CLI
+and the operator API share (each run ended, then its workflow cancelled; DBOS's
+``cancel_workflow_async`` would take a thread anyway). ``/sse`` is native async too:
 it shares the process's one listening connection and reads through a small pool
 (:class:`~helix_dbos.client.live.LiveStreams`), holding no thread and no connection of
 its own, one keep-alive comment per quiet interval, until the session stops running (or,
@@ -14,7 +19,7 @@ with ``follow``, until the client goes away).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from dbos import DBOS
 from pydantic import BaseModel
@@ -93,7 +98,7 @@ async def resume(request: Request) -> Response:
 
 async def interrupt(request: Request) -> Response:
     body = await _body(request, SessionBody)
-    if not await run_in_threadpool(_executor(request).interrupt, body.session_id):
+    if not await _executor(request).interrupt_async(body.session_id):
         return problem(409, "not_running", f"session {body.session_id!r} has no run in progress")
     return JSONResponse({"session_id": body.session_id, "interrupt_requested": True})
 
@@ -140,14 +145,9 @@ async def list_sessions(request: Request) -> Response:
 
 async def get_session(request: Request) -> Response:
     session_id = request.path_params["session_id"]
-    executor = _executor(request)
-
-    def read() -> dict[str, Any]:
-        require_storable("session_id", session_id)
-        with executor.engine.connect() as conn:
-            return commands.session_detail(conn, session_id).model_dump(mode="json")
-
-    return JSONResponse(await run_in_threadpool(read))
+    live = _executor(request).live()
+    detail = await live.with_connection(lambda conn: commands.session_detail_async(conn, session_id))
+    return JSONResponse(detail.model_dump(mode="json"))
 
 
 async def sse(request: Request) -> Response:

@@ -70,36 +70,37 @@ def list_sessions(conn: sa.Connection, limit: int = 50, status: str | None = Non
     return [SessionRecord.model_validate(dict(r)) for r in rows]
 
 
+DESCENDANT_SESSIONS = sa.text(
+    "WITH RECURSIVE tree(num, path) AS ("
+    "  SELECT num, ARRAY[created_at::text, id] FROM helix.sessions"
+    f"  WHERE parent_session_num = {session_num()}"
+    "  UNION ALL SELECT s.num, t.path || ARRAY[s.created_at::text, s.id]"
+    "  FROM helix.sessions s JOIN tree t ON s.parent_session_num = t.num)"
+    f" {_SESSION_ROWS} JOIN tree ON tree.num = s.num ORDER BY tree.path"
+)
+"""The statement of :func:`list_descendant_sessions` (parameter ``id``)."""
+
+
 def list_descendant_sessions(conn: sa.Connection, session_id: str) -> list[SessionRecord]:
     """Every session started below ``session_id`` by sub-agent calls, depth first (each
     parent before its children, siblings in the order they were created)."""
-    rows = conn.execute(
-        sa.text(
-            "WITH RECURSIVE tree(num, path) AS ("
-            "  SELECT num, ARRAY[created_at::text, id] FROM helix.sessions"
-            f"  WHERE parent_session_num = {session_num()}"
-            "  UNION ALL SELECT s.num, t.path || ARRAY[s.created_at::text, s.id]"
-            "  FROM helix.sessions s JOIN tree t ON s.parent_session_num = t.num)"
-            f" {_SESSION_ROWS} JOIN tree ON tree.num = s.num ORDER BY tree.path"
-        ),
-        {"id": session_id},
-    ).mappings()
+    rows = conn.execute(DESCENDANT_SESSIONS, {"id": session_id}).mappings()
     return [SessionRecord.model_validate(dict(r)) for r in rows]
+
+
+ACTIVE_TREE = sa.text(
+    "WITH RECURSIVE tree(num, id, depth) AS ("
+    "  SELECT num, id, 0 FROM helix.sessions WHERE id = :id"
+    "  UNION ALL SELECT s.num, s.id, t.depth + 1 FROM helix.sessions s JOIN tree t ON s.parent_session_num = t.num)"
+    " SELECT t.id FROM tree t JOIN helix.sessions s ON s.num = t.num"
+    " WHERE s.status = ANY (helix.active_statuses()) ORDER BY t.depth, t.id"
+)
+"""The statement of :func:`active_tree` (parameter ``id``)."""
 
 
 def active_tree(conn: sa.Connection, session_id: str) -> list[str]:
     """The session and its descendant sub-agent sessions that are running, parents first."""
-    rows = conn.execute(
-        sa.text(
-            "WITH RECURSIVE tree(num, id, depth) AS ("
-            "  SELECT num, id, 0 FROM helix.sessions WHERE id = :id"
-            "  UNION ALL SELECT s.num, s.id, t.depth + 1 FROM helix.sessions s JOIN tree t ON s.parent_session_num = t.num)"
-            " SELECT t.id FROM tree t JOIN helix.sessions s ON s.num = t.num"
-            " WHERE s.status = ANY (helix.active_statuses()) ORDER BY t.depth, t.id"
-        ),
-        {"id": session_id},
-    )
-    return [r[0] for r in rows]
+    return [r[0] for r in conn.execute(ACTIVE_TREE, {"id": session_id})]
 
 
 def load_messages(conn: sa.Connection, session_id: str, before_seq: int | None = None) -> list[Message]:
@@ -127,28 +128,38 @@ def load_messages_since_last_assistant(conn: sa.Connection, session_id: str) -> 
     return [MessageAdapter.validate_python(r[0]) for r in rows]
 
 
+STATE_SNAPSHOT = sa.text(
+    f"SELECT step, state FROM helix.state_snapshots WHERE {_SESSION_NUM}"
+    " AND (CAST(:at AS integer) IS NULL OR step <= :at) ORDER BY step DESC LIMIT 1"
+)
+"""The latest state snapshot at or before step ``:at`` (NULL: the latest) of session ``:id``."""
+
+STATE_PATCHES = sa.text(
+    f"SELECT patch FROM helix.state_patches WHERE {_SESSION_NUM} AND step > :from"
+    " AND (CAST(:at AS integer) IS NULL OR step <= :at) ORDER BY step, part"
+)
+"""The state patches of session ``:id`` after step ``:from`` up to step ``:at`` (NULL: all), in order."""
+
+
 def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None) -> dict[str, Any]:
     """The custom state after step ``at_step`` (default: the latest), rebuilt from the
     latest snapshot at or before it and the patches after: each step's commit patch (part
     0), then what its post-commit hooks wrote (part 1)."""
-    snap = conn.execute(
-        sa.text(
-            f"SELECT step, state FROM helix.state_snapshots WHERE {_SESSION_NUM}"
-            " AND (CAST(:at AS integer) IS NULL OR step <= :at) ORDER BY step DESC LIMIT 1"
-        ),
-        {"id": session_id, "at": at_step},
-    ).first()
+    snap = conn.execute(STATE_SNAPSHOT, {"id": session_id, "at": at_step}).first()
     if snap is None:
         return {}
-    state: dict[str, Any] = snap[1]
-    patches = conn.execute(
-        sa.text(
-            f"SELECT patch FROM helix.state_patches WHERE {_SESSION_NUM} AND step > :from"
-            " AND (CAST(:at AS integer) IS NULL OR step <= :at) ORDER BY step, part"
-        ),
-        {"id": session_id, "from": snap[0], "at": at_step},
-    )
-    for (patch,) in patches:
+    patches = conn.execute(STATE_PATCHES, {"id": session_id, "from": snap[0], "at": at_step}).scalars()
+    return replay_state(snap[1], patches)
+
+
+def replay_state(snapshot: dict[str, Any], patches: Iterable[Any]) -> dict[str, Any]:
+    """``snapshot`` with ``patches`` (RFC 6902, rows of :data:`STATE_PATCHES`) applied in order.
+
+    >>> replay_state({"n": 1}, [[{"op": "replace", "path": "/n", "value": 2}]])
+    {'n': 2}
+    """
+    state = snapshot
+    for patch in patches:
         state = jsonpatch.apply_patch(state, patch, in_place=True)
     return state
 
@@ -208,34 +219,43 @@ def dbos_schema_exists(conn: sa.Connection) -> bool:
     return conn.execute(sa.text(dbos_tables.DBOS_SCHEMA_EXISTS)).scalar_one()
 
 
+TRANSCRIPT = sa.text(f"SELECT seq, run, step, message FROM helix.messages WHERE {_SESSION_NUM} ORDER BY seq")
+"""The statement of :func:`transcript` (parameter ``id``)."""
+
+
 def transcript(conn: sa.Connection, session_id: str) -> list[TranscriptEntry]:
     """Every message of the session with its place in the logs."""
-    rows = conn.execute(
-        sa.text(f"SELECT seq, run, step, message FROM helix.messages WHERE {_SESSION_NUM} ORDER BY seq"),
-        {"id": session_id},
-    ).mappings()
+    rows = conn.execute(TRANSCRIPT, {"id": session_id}).mappings()
     return [TranscriptEntry.model_validate(dict(r)) for r in rows]
+
+
+ANSWERS = sa.text(
+    "SELECT CAST(:id AS text) AS session_id, tool_call_id, kind, approved, reason, answered_by, answer,"
+    f" answered_at FROM helix.tool_call_answers WHERE {_SESSION_NUM} ORDER BY answered_at, tool_call_id"
+)
+"""The statement of :func:`answers` (parameter ``id``)."""
 
 
 def answers(conn: sa.Connection, session_id: str) -> list[AnswerRecord]:
     """The audit rows of the session's answered calls, oldest first."""
-    rows = conn.execute(
-        sa.text(
-            "SELECT CAST(:id AS text) AS session_id, tool_call_id, kind, approved, reason, answered_by, answer,"
-            f" answered_at FROM helix.tool_call_answers WHERE {_SESSION_NUM} ORDER BY answered_at, tool_call_id"
-        ),
-        {"id": session_id},
-    ).mappings()
+    rows = conn.execute(ANSWERS, {"id": session_id}).mappings()
     return [AnswerRecord.model_validate(dict(r)) for r in rows]
+
+
+FORKED_FROM = sa.text(
+    f"SELECT data FROM helix.events WHERE {_SESSION_NUM} AND type = 'forked' ORDER BY seq LIMIT 1"
+)
+"""The data of the session's ``forked`` event (parameter ``id``); read by :func:`fork_origin`."""
 
 
 def forked_from(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
     """``{"session_id", "step"}`` of the session a fork was made from, or None."""
-    data = conn.execute(
-        sa.text(f"SELECT data FROM helix.events WHERE {_SESSION_NUM} AND type = 'forked' ORDER BY seq LIMIT 1"),
-        {"id": session_id},
-    ).scalar()
-    return {"session_id": data["source_session_id"], "step": data["from_step"]} if data else None
+    return fork_origin(conn.execute(FORKED_FROM, {"id": session_id}).scalar())
+
+
+def fork_origin(forked: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``{"session_id", "step"}`` from a ``forked`` event's data (a row of :data:`FORKED_FROM`)."""
+    return {"session_id": forked["source_session_id"], "step": forked["from_step"]} if forked else None
 
 
 _PENDING_ROWS = (
@@ -297,16 +317,21 @@ def events_after(conn: sa.Connection, session_id: str, after_seq: int, limit: in
     return [EventRecord.model_validate(dict(r)) for r in rows]
 
 
+USAGE_SUMMARY = sa.text(
+    "SELECT source, name, count(*) AS calls, sum(input_tokens) AS i, sum(output_tokens) AS o,"
+    " sum(total_tokens) AS t, sum(cost_usd) AS c, sum(ms) AS ms"
+    " FROM helix.session_usage(:id) GROUP BY source, name"
+)
+"""The statement of :func:`usage_summary` (parameter ``id``); summed by :func:`summed_usage`."""
+
+
 def usage_summary(conn: sa.Connection, session_id: str) -> UsageSummary:
     """Usage of one session summed by source, and by tool or model name."""
-    rows = conn.execute(
-        sa.text(
-            "SELECT source, name, count(*) AS calls, sum(input_tokens) AS i, sum(output_tokens) AS o,"
-            " sum(total_tokens) AS t, sum(cost_usd) AS c, sum(ms) AS ms"
-            " FROM helix.session_usage(:id) GROUP BY source, name"
-        ),
-        {"id": session_id},
-    ).mappings()
+    return summed_usage(conn.execute(USAGE_SUMMARY, {"id": session_id}).mappings())
+
+
+def summed_usage(rows: Iterable[Any]) -> UsageSummary:
+    """The :class:`UsageSummary` of rows of :data:`USAGE_SUMMARY`."""
     summary = UsageSummary()
     for r in rows:
         _add_usage_row(summary, r)

@@ -259,16 +259,16 @@ def end_run(
     ).scalar_one())
 
 
+REQUEST_INTERRUPT = sa.text(
+    "UPDATE helix.sessions SET interrupt_requested = true, updated_at = now()"
+    " WHERE id = :id AND status = ANY (helix.active_statuses()) RETURNING id"
+)
+"""The statement of :func:`request_interrupt` (parameter ``id``): one row when the session runs."""
+
+
 def request_interrupt(conn: sa.Connection, session_id: str) -> bool:
     """Ask the session's running loop to stop after its current step. False if not running."""
-    row = conn.execute(
-        sa.text(
-            "UPDATE helix.sessions SET interrupt_requested = true, updated_at = now()"
-            " WHERE id = :id AND status = ANY (helix.active_statuses()) RETURNING id"
-        ),
-        {"id": session_id},
-    ).first()
-    return row is not None
+    return conn.execute(REQUEST_INTERRUPT, {"id": session_id}).first() is not None
 
 
 def insert_pending_calls(conn: sa.Connection, calls: list[dict[str, Any]]) -> None:

@@ -19,13 +19,20 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
+import httpx
 import pytest
 import sqlalchemy as sa
 import uvicorn
 from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
 
 from helix_dbos import (
     AgentConfig,
@@ -337,3 +344,51 @@ class Serving:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+THREAD_TOKENS = 40
+"""The tokens of Starlette's thread pool (anyio's default limiter): threads its sync work may hold."""
+
+
+class FullThreadPool:
+    """Starlette's thread pool held full: ``/block``, a route added to ``app``, takes a
+    thread of the pool and keeps it until :meth:`release`. A route that needs a thread
+    waits meanwhile; a native async route answers::
+
+        pool = FullThreadPool(app)
+        serving = Serving(app)
+        with pool.held(serving.url):
+            httpx.get(serving.url + "/status?session_id=s1")   # answers only if it needs no thread
+    """
+
+    def __init__(self, app: Any) -> None:
+        self._lock = threading.Lock()
+        self._holding = 0
+        self.full = threading.Event()
+        self._released = threading.Event()
+        app.router.routes.append(Route("/block", self._block))
+
+    async def _block(self, request: Any) -> PlainTextResponse:
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        await run_in_threadpool(self._hold, limiter)
+        return PlainTextResponse("released")
+
+    def _hold(self, limiter: Any) -> None:
+        with self._lock:
+            self._holding += 1
+            if self._holding == THREAD_TOKENS and limiter.borrowed_tokens == limiter.total_tokens:
+                self.full.set()
+        self._released.wait(GATE_WAIT * 3)
+
+    @contextmanager
+    def held(self, url: str, headers: dict[str, str] | None = None) -> Iterator[None]:
+        """Every thread of the pool held by a request to ``/block`` (with ``headers``) while the block runs."""
+        with ThreadPoolExecutor(max_workers=THREAD_TOKENS) as clients:
+            blocked = [clients.submit(httpx.get, f"{url}/block", headers=headers, timeout=GATE_WAIT * 4)
+                       for _ in range(THREAD_TOKENS)]
+            try:
+                assert self.full.wait(GATE_WAIT), f"{self._holding} of {THREAD_TOKENS} threads held"
+                yield
+            finally:
+                self._released.set()
+        assert all(b.result().text == "released" for b in blocked)

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from runtime_testkit import RESULT_TIMEOUT, Gate, Serving, call, calls, session_status, text, unique, use_model, wait_for
 
-from helix_dbos import HelixError, admin, define_agent, define_tool
+from helix_dbos import HelixError, ToolContext, admin, define_agent, define_tool
 from helix_dbos.errors import SessionNotFoundError
 
 
@@ -37,6 +37,10 @@ def operator_app(url: str) -> FastAPI:
     @app.get("/sessions/{session_id}")
     async def session(session_id: str) -> dict[str, Any]:
         return (await admin.get_session_async(url, session_id)).model_dump(mode="json")
+
+    @app.get("/sessions/{session_id}/detail")
+    async def detail(session_id: str) -> dict[str, Any]:
+        return (await admin.show_session_async(url, session_id)).model_dump(mode="json")
 
     @app.get("/sessions/{session_id}/pending")
     async def pending(session_id: str) -> list[dict[str, Any]]:
@@ -122,3 +126,42 @@ def test_an_unknown_session_or_a_call_that_does_not_wait_is_a_clear_error(execut
     assert unknown.status_code == 404 and missing in unknown.json()["error"]
     assert no_pending.status_code == 404
     assert not_waiting.status_code == 409 and "nope" in not_waiting.json()["error"]
+
+
+class Notes(BaseModel):
+    notes: list[str] = []
+
+
+class City(BaseModel):
+    city: str
+
+
+def test_a_session_s_detail_is_what_show_session_reads(executor, api, database_url):
+    def note(args: City, ctx: ToolContext) -> dict[str, Any]:
+        ctx.update_state(lambda draft: draft.notes.append(args.city))
+        return {"noted": args.city}
+
+    tools = [define_tool("note", "Note a city.", City, note),
+             define_tool("refund", "Refund.", Refund, lambda args, ctx: {"refunded": args.amount}, require_approval=True)]
+    agent = define_agent(unique("ops"), tools=tools, state_schema=Notes)
+    use_model(executor, calls(call("n1", "note", {"city": "Lima"})), calls(call("n2", "note", {"city": "Oslo"})),
+              calls(call("r1", "refund", {"amount": 3}), call("r2", "refund", {"amount": 4})), text("done"))
+    handle = executor.execute(agent, "note and refund")
+    sid = handle.session_id
+    wait_for(lambda: len(httpx.get(f"{api}/sessions/{sid}/pending").json()) == 2, what="the pending calls")
+    admin.deny(database_url, sid, "r2", reason="no")
+    forked = admin.fork(database_url, sid, 1)
+
+    waiting = httpx.get(f"{api}/sessions/{sid}/detail").json()
+    fork = httpx.get(f"{api}/sessions/{forked.id}/detail").json()
+    missing = httpx.get(f"{api}/sessions/{unique('nobody')}/detail")
+
+    assert waiting == admin.show_session(database_url, sid).model_dump(mode="json")
+    assert waiting["state"] == {"notes": ["Lima", "Oslo"]} and "r1" in [p["tool_call_id"] for p in waiting["pending"]]
+    assert [a["tool_call_id"] for a in waiting["answers"]] == ["r2"] and waiting["usage"]["tool_calls"] == 2
+    assert waiting["runs"][0]["workflow_status"] == "PENDING" and len(waiting["transcript"]) > 4
+    assert fork == admin.show_session(database_url, forked.id).model_dump(mode="json")
+    assert fork["forked_from"] == {"session_id": sid, "step": 1} and fork["state"] == {"notes": ["Lima"]}
+    assert missing.status_code == 404 and "nobody" in missing.json()["error"]
+    admin.approve(database_url, sid, "r1")
+    assert handle.result(timeout=RESULT_TIMEOUT).output == "done"

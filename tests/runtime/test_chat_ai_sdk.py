@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import BaseModel
-from runtime_testkit import Serving, call, calls, rows, text, unique, use_model
+from runtime_testkit import RESULT_TIMEOUT, FullThreadPool, Serving, call, calls, rows, text, unique, use_model
 
 from helix_dbos import ToolContext, define_agent, define_tool
 from helix_dbos.server import create_app
@@ -194,8 +195,6 @@ def test_a_reload_mid_answer_resumes_the_same_message_with_nothing_lost_or_repea
 
 
 def test_resume_answers_204_when_nothing_runs(executor, base):
-    import httpx
-
     assert httpx.get(f"{base}/chat/{unique('nothing')}/stream").status_code == 204
 
 
@@ -228,3 +227,52 @@ def test_live_state_reaches_the_chat_as_one_data_state_part_before_the_tool_ends
     # the state at the start, the tool's live patch (before its result), the step's commit
     assert [data for _, data in states] == [{"notes": []}, {"notes": ["Lima"]}, {"notes": ["Lima"]}]
     assert states[1][0] < result_at < states[2][0]
+
+
+def sse_chunks(response: httpx.Response) -> list[Any]:
+    """The UI message stream chunks of a response (``[DONE]`` as the string)."""
+    found: list[Any] = []
+    for line in response.iter_lines():
+        if line.startswith("data: "):
+            data = line.removeprefix("data: ")
+            found.append(data if data == "[DONE]" else json.loads(data))
+    return found
+
+
+def note(args: City, ctx: ToolContext) -> dict[str, Any]:
+    ctx.update_state(lambda draft: draft.notes.append(args.city))
+    return {"noted": args.city}
+
+
+def test_the_chat_routes_answer_while_every_thread_of_the_pool_is_held(executor):
+    app = create_app(executor, allow_unauthenticated=True, sse_keepalive=0.5)
+    pool = FullThreadPool(app)
+    serving = Serving(app)
+    agent = define_agent(unique("chat"), tools=[*TOOLS, define_tool("note", "Note a city.", City, note)], state_schema=Notes)
+    executor.register(agent)
+    use_model(
+        executor, calls(call("n1", "note", {"city": "Lima"})), calls(call("r1", "refund", {"order_id": "A-44", "amount": 5})),
+        text("Refunded A-44."), calls(call("r2", "refund", {"order_id": "A-45", "amount": 6})),
+    )
+    sid = unique("chat")
+
+    try:
+        with pool.held(serving.url), httpx.Client(base_url=serving.url, timeout=RESULT_TIMEOUT) as client:
+            approved = node_chat(serving.url, sid, [{"send": "Note Lima, refund A-44"}, {"approve": True}], agent=agent.name)
+            waiting = node_chat(serving.url, sid, [{"send": "Refund A-45"}])  # the next turn starts from the state
+            with client.stream("GET", f"/chat/{sid}/stream") as response:
+                resumed = sse_chunks(response)
+            interrupted = client.post(f"/chat/{sid}/interrupt").json()
+    finally:
+        serving.stop()
+
+    def states(chunks: list[Any]) -> list[Any]:
+        return [c["data"] for c in chunks if isinstance(c, dict) and c["type"] == "data-state"]
+
+    assert assistant(approved)["parts"][-1]["text"] == "Refunded A-44."
+    assert states(approved["requests"][1]["chunks"]) == [{"notes": ["Lima"]}]  # the state where the message paused
+    assert chunk_types(waiting["requests"][0])[-4:] == ["tool-approval-request", "finish-step", "finish", "[DONE]"]
+    assert states(waiting["requests"][0]["chunks"]) == [{"notes": ["Lima"]}]
+    assert resumed[0] == {"type": "start", "messageId": f"{sid}:run:2", "messageMetadata": {"sessionId": sid, "run": 2}}
+    assert resumed[1:] == waiting["requests"][0]["chunks"][1:]  # the same message, replayed
+    assert interrupted == {"session_id": sid, "interrupt_requested": True}

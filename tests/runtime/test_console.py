@@ -23,6 +23,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 from runtime_testkit import (
     RESULT_TIMEOUT,
+    FullThreadPool,
     Gate,
     Serving,
     agent,
@@ -443,3 +444,31 @@ def test_in_a_browser_a_run_s_output_shows_as_text_or_pretty_json_never_as_marku
     assert result.find_elements(By.XPATH, "./*") == []  # text only: no element inside
     assert browser.execute_script("return window.pwned") is None
     assert "&lt;script&gt;window.pwned = 1&lt;/script&gt;" in browser.page_source
+
+
+def test_the_console_pages_answer_while_every_thread_of_the_pool_is_held(executor):
+    app = create_app(executor, authenticate=authenticate)
+    pool = FullThreadPool(app)
+    serving = Serving(app)
+    sid, handle = waiting_refund(executor, note="held")
+
+    try:
+        with pool.held(serving.url, {"X-User": "ana"}), httpx.Client(
+            base_url=serving.url, headers={"X-User": "ana"}, timeout=RESULT_TIMEOUT
+        ) as client:
+            inbox = client.get("/console/")
+            listed = client.get("/console/sessions", params={"status": "awaiting_approval"})
+            page = client.get(f"/console/sessions/{sid}")
+            missing = client.get(f"/console/sessions/{unique('nobody')}")
+            form = {"csrf_token": token(page), "session_id": sid, "action": "interrupt"}
+            interrupted = client.post("/console/control", data=form, follow_redirects=True)
+    finally:
+        serving.stop()
+        executor.submit_tool_result(sid, ApprovalResponse(tool_call_id="r1", approved=False))
+
+    assert inbox.status_code == 200 and f'id="call-{sid}-r1"' in inbox.text
+    assert listed.status_code == 200 and sid in listed.text
+    assert page.status_code == 200 and "held" in page.text and "awaiting_approval" in page.text
+    assert missing.status_code == 404
+    assert interrupted.status_code == 200 and "Interrupt requested." in interrupted.text
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "interrupted"

@@ -23,6 +23,7 @@ import pytest
 from pydantic import BaseModel
 from runtime_testkit import (
     RESULT_TIMEOUT,
+    FullThreadPool,
     Gate,
     Serving,
     call,
@@ -36,7 +37,7 @@ from runtime_testkit import (
 )
 from starlette.requests import Request
 
-from helix_dbos import define_agent, define_tool
+from helix_dbos import admin, define_agent, define_tool
 from helix_dbos.database import libpq_url
 from helix_dbos.errors import ConfigurationError
 from helix_dbos.server import Forbidden, create_app
@@ -380,3 +381,35 @@ def test_status_of_a_first_run_enqueued_and_not_begun_is_starting(executor, ana)
         assert status.status_code == 200 and status.json() == {"id": sid, "status": "starting", "current_run": None, "pending": []}
     finally:
         DBOS.cancel_workflow(started.json()["workflow_id"])  # no worker takes that queue
+
+
+def test_reads_and_interrupt_answer_while_every_thread_of_the_pool_is_held(executor):
+    app = create_app(executor, allow_unauthenticated=True, sse_keepalive=0.5)
+    pool = FullThreadPool(app)
+    serving = Serving(app)
+    gate = Gate()
+    agent = registered(executor, define_agent(unique("http-async"), tools=[gate.tool()]))
+    use_model(executor, calls(call("w1", "wait_here")), text("interrupted after the step"))
+    sid = unique("http-async-session")
+    executor.execute(agent, "go", session_id=sid)
+    gate.wait_entered()
+
+    try:
+        with pool.held(serving.url), httpx.Client(base_url=serving.url, timeout=RESULT_TIMEOUT) as client:
+            detail = client.get(f"/sessions/{sid}")
+            expected = admin.show_session(executor.database_url, sid).model_dump(mode="json")
+            status = client.get("/status", params={"session_id": sid}).json()
+            listed = client.get("/sessions", params={"status": "active", "limit": 1000}).json()
+            missing = client.get(f"/sessions/{unique('nobody')}")
+            interrupted = client.post("/interrupt", json={"session_id": sid}).json()
+            gate.open()
+            wait_for(lambda: client.get("/status", params={"session_id": sid}).json()["status"] == "interrupted")
+    finally:
+        gate.open()
+        serving.stop()
+
+    assert detail.status_code == 200 and detail.json() == expected
+    assert expected["session"]["status"] == "active" and expected["runs"][0]["workflow_status"] == "PENDING"
+    assert status["status"] == "active" and sid in [s["id"] for s in listed]
+    assert (missing.status_code, missing.json()["error"]) == (404, "session_not_found")
+    assert interrupted == {"session_id": sid, "interrupt_requested": True}

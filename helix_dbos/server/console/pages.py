@@ -6,6 +6,10 @@ message (post/redirect/get); a client result that does not validate is shown aga
 its page with the error, status 422, and the call stays pending. The approver of an
 answer is the server's authenticated principal (``request.state.principal``).
 
+The pages read over the process's async pool (``executor.live()``), holding no thread;
+so does an interrupt; answers, abort, resume and the workers page run their command in
+Starlette's thread pool.
+
 A session's page reads the session when it renders. An answered call stays pending, and
 the session ``awaiting_*``, until the run has settled the step: the page shows where
 such an answer is (``received.py``), and its live tail (``tail.py``) brings the status
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from psycopg import AsyncConnection
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
@@ -34,9 +39,8 @@ from helix_dbos.server.console.received import Received, call_notes, received_an
 from helix_dbos.server.console.tail import tail_frames
 from helix_dbos.server.routes import require_known
 from helix_dbos.sse import resume_from
-from helix_dbos.store import reads
+from helix_dbos.store import async_reads
 from helix_dbos.store.records import SessionRecord
-from helix_dbos.text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
 
 FLASH = "helix_flash"
@@ -110,21 +114,20 @@ async def on_csrf_rejected(request: Request, exc: Exception) -> Response:
 
 
 async def inbox(request: Request) -> Response:
-    return render(request, "inbox.html", **await run_in_threadpool(_inbox, _executor(request)))
+    return render(request, "inbox.html", **await _executor(request).live().with_connection(_inbox))
 
 
-def _inbox(executor: DBOSAgentExecutor) -> dict[str, Any]:
+async def _inbox(conn: AsyncConnection[Any]) -> dict[str, Any]:
     """The calls waiting for a person: pending ones not answered yet."""
-    with executor.engine.connect() as conn:
-        pending = reads.list_pending(conn)
-        answered = received_answers(conn, pending)
-        calls = [call for call in pending if (call.session_id, call.tool_call_id) not in answered]
-        agents = {sid: _agent_of(conn, sid) for sid in {call.session_id for call in calls}}
+    pending = await async_reads.list_pending(conn)
+    answered = await received_answers(conn, pending)
+    calls = [call for call in pending if (call.session_id, call.tool_call_id) not in answered]
+    agents = {sid: await _agent_of(conn, sid) for sid in {call.session_id for call in calls}}
     return {"calls": calls, "agents": agents}
 
 
-def _agent_of(conn: Any, session_id: str) -> str:
-    row = reads.get_session_row(conn, session_id)
+async def _agent_of(conn: AsyncConnection[Any], session_id: str) -> str:
+    row = await async_reads.get_session_row(conn, session_id)
     return row.agent_name if row else "?"
 
 
@@ -133,11 +136,8 @@ async def sessions(request: Request) -> Response:
     if status is not None and status not in STATUSES:
         status = None
 
-    def read() -> list[SessionRecord]:
-        with _executor(request).engine.connect() as conn:
-            return reads.list_sessions(conn, limit=200, status=status)
-
-    return render(request, "sessions.html", sessions=await run_in_threadpool(read), status=status, statuses=STATUSES)
+    found = await _executor(request).live().sessions(limit=200, status=status)
+    return render(request, "sessions.html", sessions=found, status=status, statuses=STATUSES)
 
 
 async def workers(request: Request) -> Response:
@@ -149,14 +149,12 @@ async def workers(request: Request) -> Response:
 async def session(request: Request, error: str | None = None, entered: dict[str, str] | None = None) -> Response:
     session_id = request.path_params["session_id"]
 
-    def read() -> tuple[SessionDetail, Received]:
-        require_storable("session_id", session_id)
-        with _executor(request).engine.connect() as conn:
-            detail = commands.session_detail(conn, session_id)
-            return detail, received_answers(conn, detail.pending, known={session_id: detail.answers})
+    async def read(conn: AsyncConnection[Any]) -> tuple[SessionDetail, Received]:
+        detail = await commands.session_detail_async(conn, session_id)
+        return detail, await received_answers(conn, detail.pending, known={session_id: detail.answers})
 
     try:
-        detail, received = await run_in_threadpool(read)
+        detail, received = await _executor(request).live().with_connection(read)
     except HelixError as exc:
         return render(request, "missing.html", status_code=404, message=str(exc))
     return render(
@@ -257,8 +255,6 @@ async def control(request: Request) -> Response:
     target = _target(request, {"next": "session"}, session_id)
 
     def act() -> str:
-        if action == "interrupt":
-            return "Interrupt requested." if executor.interrupt(session_id) else "The session has no run in progress."
         if action == "abort":
             done = executor.abort(session_id, f"aborted from the console by {_approver(request)}")
             return "Aborted." if done else "The session has no run in progress."
@@ -269,7 +265,11 @@ async def control(request: Request) -> Response:
         raise HelixError(f"unknown action {action!r}")
 
     try:
-        message = await run_in_threadpool(act)
+        if action == "interrupt":
+            asked = await executor.interrupt_async(session_id)
+            message = "Interrupt requested." if asked else "The session has no run in progress."
+        else:
+            message = await run_in_threadpool(act)
     except HelixError as exc:
         message = f"Not done: {exc}"
     return back(request, target, message)

@@ -15,7 +15,7 @@ every call its session waits for is answered, a note beside its stale status fro
 :func:`status_note`; its live tail marks a call settled when the call's ``tool_result``
 arrives. Everything here reads what :func:`~helix_dbos.client.commands.session_detail`
 read already (the pending calls and the runs with their DBOS workflow's status), and
-the answers (``reads.answers``, one read per session not read yet).
+the answers (``async_reads.answers``, one read per session not read yet).
 """
 
 from __future__ import annotations
@@ -23,21 +23,23 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from helix_dbos.store import reads
+from psycopg import AsyncConnection
+
+from helix_dbos.store import async_reads
 from helix_dbos.store.records import AnswerRecord, PendingToolCall, RunRecord
 
 Received = dict[tuple[str, str], AnswerRecord]
 """Answers recorded for calls still pending, by ``(session, tool call)``."""
 
 
-def received_answers(
-    conn: Any, calls: list[PendingToolCall], known: dict[str, list[AnswerRecord]] | None = None
+async def received_answers(
+    conn: AsyncConnection[Any], calls: list[PendingToolCall], known: dict[str, list[AnswerRecord]] | None = None
 ) -> Received:
     """The answers recorded for pending ``calls``; ``known`` holds sessions' answers read
     already (those sessions are not read again)."""
     answers = dict(known or {})
     for session_id in {call.session_id for call in calls} - answers.keys():
-        answers[session_id] = reads.answers(conn, session_id)
+        answers[session_id] = await async_reads.answers(conn, session_id)
     by_call = {(a.session_id, a.tool_call_id): a for found in answers.values() for a in found}
     return {key: by_call[key] for call in calls if (key := (call.session_id, call.tool_call_id)) in by_call}
 
