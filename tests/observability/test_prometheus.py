@@ -6,6 +6,8 @@ The server takes the runs over HTTP and queues them; the worker runs them: a tex
 a parallel tool step, a sub-agent, and a run that waits for approval. The worker reports
 the work it did (runs, steps, model and tool latency, tokens); both report the fleet's
 gauges read from the database (runs waiting for people, the pending call, live leases).
+Another test reads a failed run, an aborted one, a running one, the queues' depth and the
+leases of a worker SIGKILLed (adopted, with its run) and of one draining.
 """
 
 from __future__ import annotations
