@@ -24,7 +24,14 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from typing import Any, Literal
 
-from dbos import DBOS, DBOSPortableJSONSerializer, SetEnqueueOptions, SetWorkflowID, SQLAlchemyDatasource
+from dbos import (
+    DBOS,
+    DBOSPortableJSONSerializer,
+    PropagateOtelContext,
+    SetEnqueueOptions,
+    SetWorkflowID,
+    SQLAlchemyDatasource,
+)
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos.answers import SubmitOutcome, ToolAnswer
@@ -238,12 +245,14 @@ class DBOSAgentExecutor:
         )
 
     def _start_workflow(self, request: RunRequest, workflow_id: str, queue: str | None, priority: int | None) -> Any:
-        """Start (or, with ``queue``, enqueue) the run's workflow; DBOS's handle on it."""
+        """Start (or, with ``queue``, enqueue) the run's workflow; DBOS's handle on it.
+        DBOS keeps the caller's span with it (``PropagateOtelContext``), so DBOS's span of
+        the workflow nests there wherever it runs or is recovered."""
         if queue is not None:
             return self._workflows.enqueue(request, workflow_id, queue, priority)
         # "reject": a caller that raced another one to this run number must not get
         # the other caller's run (its own input would be dropped without a word).
-        with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"):
+        with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"), PropagateOtelContext():
             return DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
 
     async def _plan_async(self, planning: commands.RunPlanning) -> RunRequest:
@@ -255,7 +264,7 @@ class DBOSAgentExecutor:
         workflow_id = run_workflow_id(request.session_id, request.run)
 
         async def start() -> Any:
-            with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"):
+            with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"), PropagateOtelContext():
                 if queue is None:
                     return await DBOS.start_workflow_async(agent_run_workflow, request.model_dump(mode="json"))
                 with SetEnqueueOptions(deduplication_id=request.session_id, priority=priority):

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 from dbos import WorkflowSerializationFormat
+from opentelemetry import context as otel_context
 from pydantic import ValidationError
 
 from helix_dbos.durable.payloads import WORKFLOW_NAME, RunRequest
@@ -81,6 +82,7 @@ class ClientWorkflows:
             "workflow_id_reuse_policy": "reject",
             "deduplication_id": request.session_id,
             "serialization_type": PORTABLE,
+            "otel_context": otel_context.get_current(),  # DBOS's span of the run nests under the caller's
         }
         if priority is not None:
             options["priority"] = priority
@@ -129,14 +131,14 @@ class LocalWorkflows(ClientWorkflows):
     through a client, the only DBOS API that sends inside the caller's transaction."""
 
     def enqueue(self, request: RunRequest, workflow_id: str, queue: str, priority: int | None) -> Any:  # type: ignore[override]
-        """Enqueue the run; DBOS's handle on it."""
-        from dbos import DBOS, SetEnqueueOptions, SetWorkflowID
+        """Enqueue the run, with the caller's span (``PropagateOtelContext``); DBOS's handle on it."""
+        from dbos import DBOS, PropagateOtelContext, SetEnqueueOptions, SetWorkflowID
 
         from helix_dbos.durable.workflow import agent_run_workflow
 
         with SetWorkflowID(workflow_id, workflow_id_reuse_policy="reject"), SetEnqueueOptions(
             deduplication_id=request.session_id, priority=priority
-        ):
+        ), PropagateOtelContext():
             return DBOS.enqueue_workflow(queue, agent_run_workflow, request.model_dump(mode="json"))
 
     def cancel(self, workflow_id: str) -> None:

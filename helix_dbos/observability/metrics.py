@@ -90,9 +90,10 @@ def step_committed(agent: str, seconds: float) -> None:
     STEP_SECONDS.observe(seconds, agent=agent)
 
 
-def model_called(model: str, seconds: float, usage: Any | None) -> None:
-    """A model call that ended (``usage`` None: it raised)."""
-    MODEL_SECONDS.observe(seconds, model=model, outcome="error" if usage is None else "ok")
+def model_called(model: str, seconds: float, usage: Any | None, ok: bool) -> None:
+    """A model call that ended: ``ok``, or an error (the model's answer was an error
+    after its retries, or the call raised: ``usage`` None)."""
+    MODEL_SECONDS.observe(seconds, model=model, outcome="ok" if ok else "error")
     if usage is None:
         return
     TOKENS.add(usage.input_tokens, model=model, type="input")

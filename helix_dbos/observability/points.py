@@ -262,7 +262,7 @@ def model_call(model: str, session_id: str, messages: Any = None) -> Iterator[An
     answered: list[Any] = []
 
     def answer(result: Any, usage: Any) -> None:
-        answered.append(usage)
+        answered.append((result, usage))
         if not span.is_recording():
             return
         span.set_attributes({
@@ -288,7 +288,9 @@ def model_call(model: str, session_id: str, messages: Any = None) -> Iterator[An
         raise
     finally:
         span.end()
-        metrics.model_called(model, time.perf_counter() - started, answered[0] if answered else None)
+        result, usage = answered[0] if answered else (None, None)
+        ok = result is not None and result.type != "error"
+        metrics.model_called(model, time.perf_counter() - started, usage, ok)
 
 
 @contextmanager

@@ -20,10 +20,11 @@ nests in the same place. A run started from no span joins its root session's tra
 
 When the span current as the run's workflow starts is not helix's own and lies in the
 trace the run belongs to, the run nests under it instead: DBOS's workflow span (DBOS's
-tracing on), which itself descends from the caller's span. helix starts its children in
-DBOS's ``PropagateOtelContext``, so DBOS's spans of a child, even recovered elsewhere,
-stay under the call. A DBOS span of another trace (a queued workflow whose start did not
-propagate a context) is linked, not nested under.
+tracing on), which itself descends from the caller's span. helix starts every run's
+workflow in DBOS's ``PropagateOtelContext`` (a child's in its call's span), so DBOS's
+span of it stays under the caller's span or the call even when a worker takes it from
+a queue or recovers it elsewhere. A DBOS span of another trace (a run started from no
+span) is linked, not nested under.
 
 A run nested in another trace than its session's carries ``helix.session.trace_id`` and
 a link to the session's trace.

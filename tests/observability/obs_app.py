@@ -1,11 +1,12 @@
 """The app module of the observability tests (``helix-dbos worker`` / ``serve`` load it):
-DBOS on ``$HELIX_OBS_URL``, a scripted model, and the agent ``obs-assistant`` whose first
-answer depends on the message it gets:
+DBOS on ``$HELIX_OBS_URL``, a scripted model (priced: a millionth of a dollar a token),
+and the agent ``obs-assistant`` whose first answer depends on the message it gets:
 
 - ``tools``: two ``lookup`` calls in one step (a parallel tool step), then text;
 - ``approve``: a ``transfer`` call that waits for approval, then text;
 - ``delegate``: a call of the sub-agent ``obs-researcher`` (which answers at once), then text;
 - ``slow``: a ``slow`` call that sleeps ``$HELIX_OBS_SLOW_SECONDS`` (a crash test kills it), then text;
+- ``fail``: the model call fails for good (``PermanentLLMError``), so the run fails;
 - anything else: text.
 
 The agent ``obs-lead`` answers ``dig`` with a call of the sub-agent ``obs-digger`` (which
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 from dbos import DBOS
 from pydantic import BaseModel
@@ -42,8 +44,18 @@ from helix_dbos import (
     define_tool,
     persistent_agent,
 )
+from helix_dbos.llm import PermanentLLMError
 from helix_dbos.observability import register_fleet_metrics
-from helix_dbos.types import AssistantMessage, Message, StepResult, TextStepResult, ToolCallsStepResult, ToolSpec, UserMessage
+from helix_dbos.types import (
+    AssistantMessage,
+    Message,
+    StepResult,
+    TextStepResult,
+    ToolCallsStepResult,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
 
 URL = os.environ["HELIX_OBS_URL"]
 
@@ -98,6 +110,14 @@ elif os.environ.get("HELIX_OBS_EXPORT_DELAY"):
     _slow_exports(float(os.environ["HELIX_OBS_EXPORT_DELAY"]))
 
 
+class PricedMock(MockLLMAdapter):
+    """The scripted model, with a cost: a millionth of a dollar per token."""
+
+    async def generate_step(self, *args: Any, **kwargs: Any) -> tuple[StepResult, Usage]:
+        result, usage = await super().generate_step(*args, **kwargs)
+        return result, usage.model_copy(update={"cost_usd": usage.total_tokens / 1e6})
+
+
 class Query(BaseModel):
     q: str
 
@@ -126,6 +146,8 @@ def respond(messages: list[Message], tools: list[ToolSpec]) -> StepResult:
     if any(isinstance(m, AssistantMessage) for m in messages[last_user:]):
         return TextStepResult(content="done", should_stop=True, stop_reason="end_turn")
     word = str(messages[last_user].content)
+    if word == "fail":
+        raise PermanentLLMError("the model refuses")
     n = last_user
     calls = {
         "tools": [{"id": f"l1-{n}", "name": "lookup", "arguments": {"q": "a"}},
@@ -165,5 +187,5 @@ lead = define_agent(
 
 DBOS(config=dbos_config(URL, name="helix-obs-app", notification_listener_polling_interval_sec=0.01,
                         enable_otlp=bool(os.environ.get("HELIX_OBS_DBOS_TRACING"))))
-executor = DBOSAgentExecutor(llm=MockLLMAdapter(respond), database_url=URL, default_queue="agents")
+executor = DBOSAgentExecutor(llm=PricedMock(respond), database_url=URL, default_queue="agents")
 executor.register(assistant, lead)

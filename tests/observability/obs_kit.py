@@ -90,10 +90,16 @@ def crash_and_replace(killed: Proc, url: str, env: dict[str, str]) -> Proc:
 
 
 def slow_called(url: str, session_id: str) -> bool:
-    """Whether the session, or a child whose events it relays, called the ``slow`` tool."""
+    """Whether the session, or a child whose events it relays, called the ``slow`` tool
+    (False before the session exists)."""
     from helix_dbos.client import admin
+    from helix_dbos.errors import SessionNotFoundError
 
-    return any(e.type == "tool_call" and "slow" in str(e.data) for e in admin.tail(url, session_id, follow=False))
+    try:
+        events = admin.tail(url, session_id, follow=False)
+    except SessionNotFoundError:
+        return False
+    return any(e.type == "tool_call" and "slow" in str(e.data) for e in events)
 
 
 def until(check: Callable[[], Any], what: str, timeout: float = 60, every: float = 0.2) -> Any:

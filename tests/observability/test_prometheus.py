@@ -6,11 +6,14 @@ The server takes the runs over HTTP and queues them; the worker runs them: a tex
 a parallel tool step, a sub-agent, and a run that waits for approval. The worker reports
 the work it did (runs, steps, model and tool latency, tokens); both report the fleet's
 gauges read from the database (runs waiting for people, the pending call, live leases).
+Another test reads a failed run, an aborted one, a running one, the queues' depth and the
+leases of a worker SIGKILLed (adopted, with its run) and of one draining.
 """
 
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,9 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
+from helix_dbos import RunEnqueuer
 from helix_dbos.client import admin
 from helix_dbos.store.migrations import migrate
-from obs_kit import free_port, server, until, worker
+from obs_kit import free_port, run_completed, server, slow_called, stop_all, until, worker
 
 SCRAPE_CONFIG = """
 global:
@@ -116,6 +120,8 @@ def test_prometheus_reads_the_work_of_a_worker_and_the_fleet_from_both(make_data
         assert models == {"helix-worker": 7}  # the 5 steps, the parked step's and the sub-agent's
         tokens = promql(prom, 'sum by (job) (helix_tokens_total{model="mock"})')
         assert tokens["helix-worker"] > 0
+        cost = promql(prom, 'sum by (job) (helix_cost_usd_total{model="mock"})')
+        assert cost["helix-worker"] == pytest.approx(tokens["helix-worker"] / 1e6)  # obs_app's price
         p99 = promql(prom, "histogram_quantile(0.99, sum by (le, job) (helix_tool_call_duration_seconds_bucket))")
         assert 0.05 <= p99["helix-worker"] <= 0.25
 
@@ -155,6 +161,7 @@ def test_the_same_figures_through_opentelemetry_metrics(make_database: Any, prom
         steps = promql(prom, 'sum by (job) (helix_step_duration_seconds_count{agent="obs-assistant"})')
         assert steps == {"helix-worker": 3}  # hello 1, tools 2; approve: parked, not committed yet
         assert promql(prom, 'sum by (job) (helix_tokens_total{model="mock",type="input"})')["helix-worker"] > 0
+        assert promql(prom, 'sum by (job) (helix_cost_usd_total{model="mock"})')["helix-worker"] > 0
         p99 = promql(prom, "histogram_quantile(0.99, sum by (le, job) (helix_tool_call_duration_seconds_bucket))")
         assert 0.05 <= p99["helix-worker"] <= 0.25
         pending = promql(prom, 'sum by (job) (helix_pending_calls{kind="approval"})')
@@ -165,3 +172,64 @@ def test_the_same_figures_through_opentelemetry_metrics(make_database: Any, prom
     finally:
         serve.stop()
         work.stop()
+
+
+def test_prometheus_reads_failed_aborted_and_running_runs_the_queues_and_the_leases(
+    make_database: Any, prometheus: Any
+) -> None:
+    """A run that fails, a running one aborted through the server, a run queued where no
+    worker listens (queued, not yet running), and the worker SIGKILLed in a run's tool: the server adopts its lease
+    and hands the run back to the queue, a new worker takes it and is drained (SIGTERM)
+    while the run's tool runs. Each state read back through Prometheus."""
+    ports, prom = prometheus
+    url = make_database()
+    migrate(url)
+    slow = {"HELIX_OBS_SLOW_SECONDS": "15"}
+    first = worker(url, "--metrics-port", str(ports["worker"]), env=slow)
+    serve = server(url, ports["serve"])
+    second = None
+    api = f"http://127.0.0.1:{ports['serve']}"
+    both = ("helix-worker", "helix-serve")
+
+    def fleet(query: str, wanted: dict[str, float], what: str) -> None:
+        until(lambda: _is(promql(prom, query), wanted), what, timeout=90)
+
+    try:
+        start_runs(ports["serve"], "fleet", "fail")
+        fleet('sum by (job) (helix_runs_ended_total{agent="obs-assistant",status="failed"})', {"helix-worker": 1},
+              "the failed run")
+        errors = promql(prom, 'sum by (job) (helix_model_call_duration_seconds_count{outcome="error"})')
+        assert errors == {"helix-worker": 1}
+
+        start_runs(ports["serve"], "fleet", "slow")
+        until(lambda: slow_called(url, "fleet-slow"), "the run to call the slow tool")
+        enqueuer = RunEnqueuer(url, queue="idle")  # no worker listens to it
+        enqueuer.enqueue("obs-assistant", "hello", session_id="fleet-idle")
+        enqueuer.close()
+        fleet('helix_runs_in_progress{agent="obs-assistant",status="active"}', dict.fromkeys(both, 1),
+              "the running run, from both")
+        fleet('helix_queue_workflows{queue="agents",status="PENDING"}', dict.fromkeys(both, 1), "the running run")
+        fleet('helix_queue_workflows{queue="idle",status="ENQUEUED"}', dict.fromkeys(both, 1), "the queued run")
+
+        response = httpx.post(f"{api}/abort", json={"session_id": "fleet-slow", "reason": "test"}, timeout=30)
+        assert response.status_code == 200, response.text
+        fleet('sum by (job) (helix_runs_ended_total{agent="obs-assistant",status="aborted"})', {"helix-serve": 1},
+              "the run aborted by the server")
+        fleet('helix_runs_in_progress{agent="obs-assistant",status="active"}', dict.fromkeys(both, 0), "no run running")
+
+        start_runs(ports["serve"], "again", "slow")
+        until(lambda: slow_called(url, "again-slow"), "the next run to call the slow tool")
+        first.kill()  # in the slow tool
+        fleet('helix_workers{job="helix-serve",status="adopted"}', {"helix-serve": 1}, "the server to adopt the lease")
+        assert promql(prom, 'helix_worker_adopted_runs{job="helix-serve"}') == {"helix-serve": 1}
+        fleet('helix_queue_workflows{job="helix-serve",queue="agents",status="ENQUEUED"}', {"helix-serve": 1},
+              "the run handed back to its queue")
+
+        second = worker(url, "--metrics-port", str(ports["worker"]), env=slow)
+        fleet('helix_queue_workflows{job="helix-serve",queue="agents",status="PENDING"}', {"helix-serve": 1},
+              "the second worker to take the run")
+        second.popen.send_signal(signal.SIGTERM)  # it drains: the run's tool runs on (15 s)
+        fleet('helix_workers{job="helix-serve",status="draining"}', {"helix-serve": 1}, "the draining worker")
+        until(lambda: run_completed(url, "again-slow", 1), "the drained worker to finish the run", timeout=90)
+    finally:
+        stop_all(serve, first, second)

@@ -1,6 +1,7 @@
 """Where a run's spans nest, read back from a real Arize Phoenix (the ``phoenix`` fixture):
-under the user's own span and DBOS workflow, under DBOS's workflow and step spans when
-DBOS's tracing is on, and under the call that started a companion or a sub-agent, even
+under the user's own span and DBOS workflow, whether the run is queued for a worker or
+started in the caller's process (also after another process recovers it), under DBOS's
+workflow and step spans when DBOS's tracing is on, and under the call that started a companion or a sub-agent, even
 when the sub-agent's run is recovered on another worker after a SIGKILL, or parks for
 approval (its wait and its continuation)."""
 
@@ -13,6 +14,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
 from helix_dbos.client import admin
 from helix_dbos.observability import session_span_context
@@ -60,24 +62,28 @@ def test_runs_nest_under_the_callers_span_and_dbos_spans(make_database: Any, pho
     assert caller.returncode == 0, caller.stderr[-3000:]
     trace_id = caller.stdout.split("trace ")[-1].strip()
 
-    def runs_in(spans: list[dict[str, Any]]) -> int:  # two runs, the sub-agent call and its run
+    def runs_in(spans: list[dict[str, Any]]) -> int:  # three runs, the sub-agent call and its run
         return sum(s["name"] in ("invoke_agent obs-assistant", "invoke_agent obs-researcher") for s in spans)
 
-    spans = spans_when(phoenix, trace_id, lambda spans: runs_in(spans) >= 4, "the runs in Phoenix")
+    spans = spans_when(phoenix, trace_id, lambda spans: runs_in(spans) >= 5, "the runs in Phoenix")
     by_id, children = span_tree(spans)
     [request] = [s for s in spans if s["name"] == "user-request"]
     runs = [s for s in spans if s["name"] == "invoke_agent obs-assistant" and "helix.run" in s["attributes"]]
     by_session = {s["attributes"]["helix.session_id"]: s for s in runs}
-    assert set(by_session) == {"nest-1", "nest-2"}
+    assert set(by_session) == {"nest-1", "nest-2", "nest-3"}
 
-    # started from plain code inside the user's span, run by a worker: right under that span
-    # (DBOS's span of the queued workflow is a root of its own trace: linked, not a parent)
-    delegated = by_session["nest-1"]
-    assert delegated["parent_id"] == request["context"]["span_id"]
-    assert delegated["attributes"]["helix.session.trace_id"] == format(session_span_context("nest-1").trace_id, "032x")
+    # enqueued inside the user's span from plain code (the executor) or a DBOSClient (a
+    # RunEnqueuer), run by a worker: under DBOS's span of its workflow, right under the
+    # user's span (helix enqueues in PropagateOtelContext)
+    for session in ("nest-1", "nest-3"):
+        dbos_run = by_id[by_session[session]["parent_id"]]
+        assert dbos_run["name"] == "helix_agent_run" and dbos_run["parent_id"] == request["context"]["span_id"]
+        session_trace = format(session_span_context(session).trace_id, "032x")
+        assert by_session[session]["attributes"]["helix.session.trace_id"] == session_trace
 
-    # started from the user's own DBOS workflow: under its span, inside the user's span
-    assert {"user_flow", "user-request"} <= set(_ancestors(by_id, by_session["nest-2"]))
+    # started from the user's own DBOS workflow: under DBOS's span of the run's workflow,
+    # right under the user's workflow, inside the user's span
+    assert _ancestors(by_id, by_session["nest-2"]) == ["helix_agent_run", "user_flow", "user-request"]
 
     # the sub-agent's run, under DBOS's span of its workflow, under the call that started it
     [call] = [s for s in spans if s["name"] == "invoke_agent obs-researcher" and "gen_ai.tool.call.id" in s["attributes"]]
@@ -88,10 +94,102 @@ def test_runs_nest_under_the_callers_span_and_dbos_spans(make_database: Any, pho
 
     # each model call made, inside DBOS's span of its step, inside helix's agent step
     models = [s for s in spans if s["name"] == "chat mock"]
-    assert len(models) == 4  # nest-1: 2 steps and the sub-agent's 1; nest-2: 1
+    assert len(models) == 5  # nest-1: 2 steps and the sub-agent's 1; nest-2 and nest-3: 1 each
     for model in models:
         dbos_step = by_id[model["parent_id"]]
         assert not _helix(dbos_step) and by_id[dbos_step["parent_id"]]["name"].startswith("agent_step ")
+
+
+@pytest.mark.parametrize("dbos_tracing", [False, True], ids=["dbos-tracing-off", "dbos-tracing-on"])
+def test_runs_started_in_process_nest_under_the_callers_span(make_database: Any, phoenix: str, dbos_tracing: bool) -> None:
+    """``execute`` and ``execute_async`` in the caller's own process (no queue, no worker),
+    inside its span: each run right under it (DBOS's tracing off), or under DBOS's span of
+    its workflow right under it (on); a run nested in the caller's trace names its session's."""
+    url = make_database()
+    migrate(url)
+    session = f"inline-{dbos_tracing}"
+    env = {"HELIX_OBS_OTLP": f"{phoenix}/v1/traces", "HELIX_OBS_URL": url, "HELIX_OBS_SESSION": session,
+           **({"HELIX_OBS_DBOS_TRACING": "1"} if dbos_tracing else {})}
+    caller = subprocess.run([sys.executable, "obs_in_process.py"], cwd=HERE, capture_output=True, text=True,
+                            timeout=180, env={**os.environ, **env})
+    assert caller.returncode == 0, caller.stderr[-3000:]
+    trace_id = caller.stdout.split("trace ")[-1].strip()
+
+    def ready(spans: list[dict[str, Any]]) -> bool:  # the two runs and the sub-agent's
+        return sum(s["name"].startswith("invoke_agent ") and "helix.run" in s["attributes"] for s in spans) == 3
+
+    spans = spans_when(phoenix, trace_id, ready, "the in-process runs in Phoenix")
+    by_id, children = span_tree(spans)
+    [request] = [s for s in spans if s["name"] == "user-request"]
+    runs = {s["attributes"]["helix.session_id"]: s for s in spans
+            if s["name"] == "invoke_agent obs-assistant" and "helix.run" in s["attributes"]}
+    assert set(runs) == {f"{session}-sync", f"{session}-async"}
+    for session_id, run in runs.items():
+        above = ["helix_agent_run", "user-request"] if dbos_tracing else ["user-request"]
+        assert _ancestors(by_id, run) == above, session_id
+        assert run["attributes"]["helix.session.trace_id"] == format(session_span_context(session_id).trace_id, "032x")
+
+    # the async run's two lookups and the sync run's sub-agent call, in their runs' steps;
+    # the sub-agent's run under its call (DBOS's tracing on: under DBOS's span of its workflow)
+    lookups = [s for s in spans if s["name"] == "execute_tool lookup"]
+    assert len(lookups) == 2 and all(_run_of(by_id, s) is runs[f"{session}-async"] for s in lookups)
+    [call] = [s for s in spans if s["name"] == "invoke_agent obs-researcher" and "gen_ai.tool.call.id" in s["attributes"]]
+    assert by_id[call["parent_id"]]["parent_id"] == runs[f"{session}-sync"]["context"]["span_id"]
+    [child_run] = [s for s in spans if s["name"] == "invoke_agent obs-researcher" and "helix.run" in s["attributes"]]
+    between = ["helix_agent_run"] if dbos_tracing else []
+    assert _ancestors(by_id, child_run)[: len(between) + 1] == [*between, call["name"]]
+
+    # each model call in its agent step (DBOS's tracing on: inside DBOS's span of its step)
+    for model in (s for s in spans if s["name"] == "chat mock"):
+        step = by_id[model["parent_id"]]
+        if dbos_tracing:
+            assert not _helix(step)
+            step = by_id[step["parent_id"]]
+        assert step["name"].startswith("agent_step ")
+
+
+def test_dbos_span_of_an_in_process_run_recovered_elsewhere_stays_under_the_callers_span(
+    make_database: Any, phoenix: str
+) -> None:
+    """DBOS's tracing on: the caller starts a run in its own process inside its span and is
+    SIGKILLed in the run's slow tool; a worker adopts and recovers the run. DBOS's span of
+    the recovered workflow still nests under the caller's span (helix starts the run in
+    ``PropagateOtelContext``, which DBOS keeps with the workflow), and the run under it."""
+    url = make_database()
+    migrate(url)
+    env = {"HELIX_OBS_OTLP": f"{phoenix}/v1/traces", "HELIX_OBS_DBOS_TRACING": "1", "HELIX_OBS_URL": url,
+           "HELIX_OBS_SESSION": "adopted", "HELIX_LEASE_TTL": "3", "HELIX_OBS_SLOW_SECONDS": "30"}
+    caller = subprocess.Popen([sys.executable, "obs_in_process.py", "slow"], cwd=HERE, stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, **env})
+    work = None
+    try:
+        assert caller.stdout is not None
+        _, trace_id, span_id = caller.stdout.readline().split()
+        until(lambda: slow_called(url, "adopted-slow"), "the caller's run to call the slow tool")
+        caller.kill()
+        caller.wait()
+        work = worker(url, env={**env, "HELIX_OBS_SLOW_SECONDS": "0.2"})
+        until(lambda: run_completed(url, "adopted-slow", 1), "the worker to recover the run", timeout=120)
+    finally:
+        caller.kill()
+        stop_all(work)
+
+    def ready(spans: list[dict[str, Any]]) -> bool:
+        return any(s["name"] == "invoke_agent obs-assistant" and s["attributes"].get("helix.recovered") for s in spans)
+
+    spans = spans_when(phoenix, trace_id, ready, "the recovered run in the caller's trace")
+    by_id, _ = span_tree(spans)
+    [recovered] = [s for s in spans if s["name"] == "invoke_agent obs-assistant" and s["attributes"]["helix.recovered"]]
+    dbos_run = by_id.get(recovered["parent_id"], {})  # not the caller's span: it was never exported
+    assert dbos_run.get("name") == "helix_agent_run" and dbos_run["parent_id"] == span_id
+
+
+def _run_of(by_id: dict[str, dict[str, Any]], span: dict[str, Any]) -> dict[str, Any] | None:
+    """The run span of ``span``'s nearest agent step."""
+    while not span["name"].startswith("agent_step "):
+        if (span := by_id.get(span["parent_id"] or "")) is None:
+            return None
+    return by_id.get(span["parent_id"] or "")
 
 
 def test_companions_and_sub_agents_recovered_or_waiting_stay_under_their_calls(make_database: Any, phoenix: str) -> None:
