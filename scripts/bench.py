@@ -284,7 +284,7 @@ def main() -> None:
     subprocess.run(chat + (["--subscribers", "100", "--samples", "5"] if args.quick else []), check=True)
     if args.peers:
         peers = [sys.executable, str(Path(__file__).with_name("bench_peers.py")), "--database-url", server_url]
-        subprocess.run(peers + (["--rounds", "1"] if args.quick else []), check=True)
+        subprocess.run(peers + (["--rounds", "1", "--runs", "2"] if args.quick else []), check=True)
 
 
 def report(executor: DBOSAgentExecutor, floor: Any, counters: Counters, quick: bool) -> None:

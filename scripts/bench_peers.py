@@ -1,29 +1,34 @@
 """helix-dbos side by side with Pydantic AI + DBOS and LangGraph + PostgresSaver, on the
 peers' own workload and harness (../shared/peers/).
 
-    python scripts/bench_peers.py [--database-url URL] [--rounds 3] [--peers-dir DIR]
+    python scripts/bench_peers.py [--database-url URL] [--rounds 3] [--runs 10] [--peers-dir DIR]
 
 One run = K model turns; each turn but the last asks for two tool calls (one appends to
-the state), the last answers; the model answers instantly. Each peer script prints
-microseconds per turn, Postgres commits per turn (``xact_commit`` of its database) and
-bytes per turn (growth of all its tables). Each runs from a copy that reads its counts
-after 11 s of quiet instead of 1 s (an idle backend reports its counts within 10 s), and
-takes out DBOS's idle polling, counted in 11 more seconds of quiet: so commits are every
-transaction of the runs, exactly, as ``bench.py`` counts them. The scripts run interleaved, ``--rounds``
-times, each on a fresh database of its own on the server of --database-url; the table
-shows medians. A row under helix's is its floor: a copy of helix's script whose runs are
-``bench.py``'s bare DBOS workflow, the same DBOS calls per turn with empty bodies (an
-``llm`` step, two tool steps in parallel but on the last turn, one plain statement for
-the step commit). Pydantic AI runs with its tools as DBOS steps (``TOOLS_AS_STEPS=1``) and at
-K = 20 only (its default request limit is 50 turns).
+the state), the last answers; the model answers instantly. Each peer script makes one
+warm-up run, then ``--runs`` runs, and prints microseconds per turn, Postgres commits per
+turn and bytes per turn (growth of all its tables with their indexes and TOAST).
+
+Commits are every transaction of the script's database during its runs. Postgres counts
+them in ``pg_stat_database.xact_commit``, but a backend reports its counts only when a
+transaction ends at least 1 s after its last report, or after 10 s idle; the peers' scripts
+read the count 1 s after their runs, so part of a run's commits would land outside the
+window. Each script therefore runs from a copy that reads the count after 11 s of quiet,
+before and after the runs, then counts 11 more seconds of quiet and takes out DBOS's idle
+polling at that rate: the same count as ``bench.py``'s. Nothing else in the copies changes.
+
+The scripts run interleaved, ``--rounds`` times, each on a fresh database of its own on the
+server of --database-url; the table shows medians. A row under helix's is its floor: a copy
+of helix's script whose measured runs are ``bench.py``'s bare DBOS workflow, the same DBOS
+calls per turn with empty bodies (an ``llm`` step, two tool steps in parallel but on the
+last turn, one plain statement for the step commit). Pydantic AI runs with its tools as
+DBOS steps (``TOOLS_AS_STEPS=1``) and at K = 20 only (its default request limit is 50
+turns). helix's DBOS config turns off DBOS's ping before each use of a pooled connection
+(``helix_dbos.client.launcher.SYSTEM_DATABASE_ENGINE``); so that the comparison shows what
+that setting does and what helix does, Pydantic AI also runs from a copy of its script with
+the same setting.
 
 The peers' dependencies go into a virtualenv of their own (``$HELIX_PEERS_VENV``, default
 ``~/.cache/helix-peers``), created on first use; helix runs from this checkout's venv.
-``peer_helix.py`` is run from a copy with today's import of ``dbos_config``. helix's DBOS
-config turns off DBOS's ping before each use of a pooled connection
-(``helix_dbos.client.launcher.SYSTEM_DATABASE_ENGINE``); so that the comparison shows
-what that setting does and what helix does, Pydantic AI also runs a second time from a
-copy of its script with the same setting.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ PEER_PACKAGES = ["pydantic-ai-slim[dbos]", "langgraph", "langgraph-checkpoint-po
 FIGURES = re.compile(r"(\d+) us/turn, (-?[\d.]+) commits/turn, (-?\d+) bytes/turn")
 RUNS = (  # label, script, K, environment, which python
     ("helix-dbos", "peer_helix.py", 20, {}, "helix"),
-    ("helix-dbos", "peer_helix.py", 60, {}, "helix"),
+    ("helix-dbos", "peer_helix.py", 200, {}, "helix"),
     ("  DBOS floor of helix's calls", "peer_floor.py", 20, {}, "helix"),
     ("Pydantic AI + DBOS, tools as steps", "peer_pydantic_ai.py", 20, {"TOOLS_AS_STEPS": "1"}, "peers"),
     ("  the same, DBOS without the ping", "peer_pydantic_ai_no_ping.py", 20, {"TOOLS_AS_STEPS": "1"}, "peers"),
@@ -68,50 +73,53 @@ def peers_python() -> Path:
     return python
 
 
-EXACT_COUNTS = [  # every copy: counts read after 11 s of quiet, with DBOS's idle polling taken out
-    ("    time.sleep(1)\n    x0, b0 = stats()", "    time.sleep(11)\n    x0, b0 = stats()"),
+QUIET = 11
+"""Seconds of quiet before each reading of ``xact_commit``: a busy backend reports its counts
+when a transaction ends at least 1 s after its last report, an idle one within 10 s."""
+
+EXACT_COUNTS = [  # every copy: counts read after QUIET s of quiet, with DBOS's idle polling taken out
+    (r"time\.sleep\(1\)(\n\s*)x0, b0 = stats\(\)", rf"time.sleep({QUIET})\1x0, b0 = stats()"),
     (
-        "    time.sleep(1)\n    x1, b1 = stats()",
-        "    time.sleep(11)\n    x1, b1 = stats()\n"
-        "    time.sleep(11)\n    x1 -= (stats()[0] - x1) * (dt + 11) / 11  # commits of 11 s of quiet, per 11 s",
+        r"time\.sleep\(1\)(\n\s*)x1, b1 = stats\(\)",
+        rf"time.sleep({QUIET})\1x1, b1 = stats()"
+        rf"\1time.sleep({QUIET})\1x1 -= (stats()[0] - x1) * (dt + {QUIET}) / {QUIET}  # the idle polling's commits",
     ),
 ]
-HELIX_IMPORT = ("from helix_dbos.runtime.launch import dbos_config", "from helix_dbos import dbos_config")
 COPIES = {  # the scripts run: copies of the peers' scripts, changed only where named: (peer's script, changes)
-    "peer_helix.py": ("peer_helix.py", [HELIX_IMPORT]),
+    "peer_helix.py": ("peer_helix.py", []),
     "peer_floor.py": (  # helix's harness and DBOS calls, empty bodies: bench.py's floor, the peers' turns
         "peer_helix.py",
         [
-            (HELIX_IMPORT[0], HELIX_IMPORT[1] + "\nfrom scripts.bench import floor_workflow_factory"),
-            ("    ex.register(agent)\n", "    ex.register(agent)\n    floor = floor_workflow_factory(ex)\n"),
             (
-                '        r = ex.execute(agent, f"go {i}").result(timeout=300)\n'
-                "        assert r.status == \"completed\" and r.step_count == K, r\n",
-                "        assert DBOS.start_workflow(floor, K - 1).get_result() == K - 1  # K model calls\n",
+                r"(\n(\s*))(\w+)\.register\(agent\)\n",
+                r"\1\3.register(agent)\1from scripts.bench import floor_workflow_factory"
+                r"\1floor = floor_workflow_factory(\3)\n",
             ),
-            ('print(f"helix_dbos K=', 'print(f"DBOS floor K='),
+            (  # each measured run: the floor workflow for the K model calls, instead of the agent
+                r"(\n\s*for \w+ in range\(RUNS\):\n(\s*))\w+ = \w+\.execute\(agent, [^\n]*\n\s*assert [^\n]*\n",
+                r"\1assert DBOS.start_workflow(floor, K - 1).get_result() == K - 1\n",
+            ),
+            (r'print\(f"helix_dbos K=', 'print(f"DBOS floor K='),
         ],
     ),
     "peer_pydantic_ai.py": ("peer_pydantic_ai.py", []),
     "peer_pydantic_ai_no_ping.py": (
         "peer_pydantic_ai.py",
-        [(
-            'cfg: DBOSConfig = {"name": "peer_pai", "system_database_url": DB}',
-            'cfg: DBOSConfig = {"name": "peer_pai", "system_database_url": DB, "db_engine_kwargs": {"pool_pre_ping": False}}',
-        )],
+        [(r'("system_database_url": DB)\}', r'\1, "db_engine_kwargs": {"pool_pre_ping": False}}')],
     ),
     "peer_langgraph.py": ("peer_langgraph.py", []),
 }
 
 
 def peer_copy(peers_dir: Path, into: Path, name: str) -> Path:
-    """The copy ``name`` of a peer's script (:data:`COPIES`, :data:`EXACT_COUNTS`), written into ``into``."""
+    """The copy ``name`` of a peer's script, written into ``into``: each change of
+    :data:`COPIES` and :data:`EXACT_COUNTS` is a regular expression that must match once."""
     source, changes = COPIES[name]
     text = (peers_dir / source).read_text()
-    for old, new in [*changes, *EXACT_COUNTS]:
-        if old not in text:
-            raise RuntimeError(f"{source} no longer has {old!r}, which {name} changes")
-        text = text.replace(old, new)
+    for pattern, replacement in [*changes, *EXACT_COUNTS]:
+        text, found = re.subn(pattern, replacement, text)
+        if found != 1:
+            raise RuntimeError(f"{source} has {found} matches of {pattern!r}, which {name} changes; expected 1")
     target = into / name
     target.write_text(text)
     return target
@@ -129,13 +137,18 @@ def drop_database(server_url: str, name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def run_once(script: Path, python: Path, server_url: str, turns: int, env: dict[str, str]) -> tuple[float, ...]:
+def run_once(
+    script: Path, python: Path, server_url: str, turns: int, runs: int, env: dict[str, str]
+) -> tuple[float, ...]:
     name = f"helix_peer_{os.getpid()}"
     url = fresh_database(server_url, name)
     try:
         done = subprocess.run(
             [str(python), str(script)], capture_output=True, text=True, timeout=900, cwd=script.parent,
-            env={**os.environ, **env, "PEER_DB": libpq_url(url), "TURNS": str(turns), "HELIX_SRC": str(ROOT)},
+            env={
+                **os.environ, **env,
+                "PEER_DB": libpq_url(url), "TURNS": str(turns), "RUNS": str(runs), "HELIX_SRC": str(ROOT),
+            },
         )
     finally:
         drop_database(server_url, name)
@@ -145,7 +158,7 @@ def run_once(script: Path, python: Path, server_url: str, turns: int, env: dict[
     return tuple(float(value) for value in found.groups())
 
 
-def run(server_url: str, peers_dir: Path, rounds: int) -> list[tuple[str, int, tuple[float, float, float]]]:
+def run(server_url: str, peers_dir: Path, rounds: int, runs: int = 10) -> list[tuple[str, int, tuple[float, float, float]]]:
     pythons = {"helix": Path(sys.executable), "peers": peers_python()}
     samples: dict[int, list[tuple[float, ...]]] = {n: [] for n in range(len(RUNS))}
     with tempfile.TemporaryDirectory() as tmp:
@@ -153,7 +166,7 @@ def run(server_url: str, peers_dir: Path, rounds: int) -> list[tuple[str, int, t
         for _ in range(rounds):
             for n, (_, script, turns, env, python) in enumerate(RUNS):
                 path = scripts[script]
-                samples[n].append(run_once(path, pythons[python], server_url, turns, env))
+                samples[n].append(run_once(path, pythons[python], server_url, turns, runs, env))
     return [
         (label, turns, tuple(statistics.median(s[i] for s in samples[n]) for i in range(3)))  # type: ignore[misc]
         for n, (label, _, turns, _, _) in enumerate(RUNS)
@@ -171,10 +184,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=10, help="measured runs of each script in a round")
     parser.add_argument("--peers-dir", type=Path, default=ROOT.parent / "shared" / "peers")
     args = parser.parse_args()
     server_url = resolve_database_url(args.database_url, allow_embedded=True)
-    report(run(server_url, args.peers_dir, args.rounds), args.rounds)
+    report(run(server_url, args.peers_dir, args.rounds, args.runs), args.rounds)
 
 
 if __name__ == "__main__":
