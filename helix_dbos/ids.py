@@ -1,8 +1,8 @@
 """New session ids: time-ordered UUIDs (RFC 9562, version 7).
 
-Every row of a session is keyed by its id first: its events, messages, usage and state
-patches, and DBOS's checkpoints of its runs (their workflow ids begin with it). Where a new
-id sorts decides where those rows go in each of these indexes. A random id (version 4)
+The id keys a session's row in ``helix.sessions`` and begins the workflow ids of its runs,
+so DBOS's checkpoints of those runs are keyed by it (helix's own tables name the session by
+its number). Where a new id sorts decides where those rows go in each of these indexes. A random id (version 4)
 puts them in the middle, where a full page splits in two halves that stay half empty. A
 version-7 id begins with the time in milliseconds, so a new session's rows go at the end of
 each index, where Postgres fills a page before it starts the next one::

@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 import psycopg
 
-from helix_dbos.database import libpq_url, render_url
+from helix_dbos.database import libpq_url, render_url, resolve_database_url
 
 HERE = Path(__file__).resolve().parent
 APPS = HERE.parent / "tests" / "apps"
@@ -121,10 +121,11 @@ def report(figures: dict[str, Any], subscribers: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--database-url", default=os.environ.get("HELIX_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/"))
+    parser.add_argument("--database-url", default=None, help="a server URL (default: the embedded Postgres)")
     parser.add_argument("--subscribers", type=int, default=1000)
     parser.add_argument("--samples", type=int, default=20)
     args = parser.parse_args()
+    args.database_url = resolve_database_url(args.database_url)
     name = f"helix_bench_chat_{uuid.uuid4().hex[:8]}"
     admin = libpq_url(render_url(args.database_url, database="postgres"))
     url = render_url(args.database_url, database=name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -51,18 +52,24 @@ def start_worker(worker: Path, url: str, session_id: str, executor_id: str, mode
     """``python WORKER URL SESSION EXECUTOR MODE``, dropping its marks in ``marks``."""
     return subprocess.Popen(
         [sys.executable, str(worker), url, session_id, executor_id, mode],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HELIX_CRASH_DIR": str(marks)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HELIX_CRASH_DIR": str(marks), "PYTHONFAULTHANDLER": "1"},
     )
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
-    """The JSON the worker printed last, once it exited 0 (else the test fails with its stderr)."""
+    """The JSON the worker printed last, once it exited 0 (else the test fails with its
+    stderr; a worker that did not finish is sent SIGABRT first, so the faulthandler it runs
+    with adds every thread's stack, and the failure shows what it printed too)."""
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"worker {proc.args[3:]} did not finish in {timeout}s:\n{err[-5000:]}")
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        pytest.fail(f"worker {proc.args[3:]} did not finish in {timeout}s:\nstdout: {out[-1000:]}\n{err[-8000:]}")
     assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{err[-3000:]}"
     return json.loads(out.strip().splitlines()[-1])
 
