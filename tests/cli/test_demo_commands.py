@@ -6,16 +6,15 @@ command."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
+
+from postmaster import server_running, stop_postmaster
 
 CLI = Path(sys.executable).parent / "helix-dbos"
 VERBS = ("show", "tail", "state", "sessions")
@@ -43,27 +42,6 @@ def printed_commands(stdout: str) -> tuple[str, list[list[str]], list[str]]:
     commands = [shlex.split(line) for line in lines[start + 1:] if line.startswith("  ")]
     notes = [line for line in lines[start + 1:] if not line.startswith("  ")]
     return session_id, commands, notes
-
-
-def server_running(pgdata: Path) -> bool:
-    pid_file = pgdata / "postmaster.pid"
-    if not pid_file.exists():
-        return False
-    try:
-        os.kill(int(pid_file.read_text().split()[0]), 0)
-    except (ProcessLookupError, ValueError, IndexError):
-        return False
-    return True
-
-
-def stop_postmaster(pgdata: Path) -> None:
-    """Stop a server still running in ``pgdata`` (only after a failure)."""
-    pid_file = pgdata / "postmaster.pid"
-    with contextlib.suppress(ProcessLookupError, ValueError, IndexError, FileNotFoundError):
-        os.kill(int(pid_file.read_text().split()[0]), signal.SIGINT)
-    deadline = time.monotonic() + 30
-    while pid_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
 
 
 def check_the_commands_show_the_session(session_id: str, commands: list[list[str]], cwd: Path,

@@ -11,13 +11,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
+from serving import wait_until_served
 
 from helix_dbos.store.migrations import migrate
 
@@ -45,15 +44,7 @@ def served(url: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/sessions", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.2)
+        wait_until_served(f"{base}/sessions", proc, timeout=60)
         yield base, proc
     finally:
         if proc.poll() is None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +28,8 @@ from helix_dbos.store.migrations import (
     load_migrations,
     migrate,
 )
+
+from postmaster import server_running, stop_postmaster
 
 CLI = Path(sys.executable).parent / "helix-dbos"
 DATABASE_ENV_VARS = ("HELIX_DATABASE_URL", "DBOS_SYSTEM_DATABASE_URL", "HELIX_EMBEDDED_PGDATA", "HELIX_TEST_DATABASE_URL")
@@ -349,31 +350,6 @@ READ_EMBEDDED = textwrap.dedent(
     print(json.dumps(applied_versions(start_embedded(Path(sys.argv[1])))))
     """
 )
-
-
-def server_running(pgdata: Path) -> bool:
-    """Whether the postmaster of ``pgdata`` is alive (a stale pid file left by a server
-    that was killed after a slow shutdown does not count)."""
-    pid_file = pgdata / "postmaster.pid"
-    if not pid_file.exists():
-        return False
-    try:
-        os.kill(int(pid_file.read_text().split()[0]), 0)
-    except (ProcessLookupError, ValueError, IndexError):
-        return False
-    return True
-
-
-def stop_postmaster(pgdata: Path) -> None:
-    """Stop a server still running in ``pgdata`` (only after a failure above)."""
-    pid_file = pgdata / "postmaster.pid"
-    if not pid_file.exists():
-        return
-    with contextlib.suppress(ProcessLookupError, ValueError, IndexError):
-        os.kill(int(pid_file.read_text().split()[0]), signal.SIGINT)  # fast shutdown
-    deadline = time.monotonic() + 30
-    while pid_file.exists() and time.monotonic() < deadline:  # removed once it is down
-        time.sleep(0.1)
 
 
 def test_a_demo_whose_run_fails_exits_1(tmp_path: Path, fresh_database_url: str) -> None:

@@ -8,12 +8,11 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+from serving import wait_until_served
 
 RUN = Path(__file__).resolve().parents[2] / "examples" / "chat" / "run.sh"
 ANSWER = "Order A-42 is refunded: 20 EUR are on their way back to your card."
@@ -33,15 +32,7 @@ def example(make_database: Callable[[], str]) -> Iterator[str]:
     proc = subprocess.Popen([str(RUN)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180  # the first run installs the page's npm packages
-        while True:
-            try:
-                if httpx.get(f"{base}/assets/app.js", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
-            time.sleep(0.3)
+        wait_until_served(f"{base}/assets/app.js", proc, timeout=180)  # the first run installs the npm packages
         yield base
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -49,16 +40,12 @@ def example(make_database: Callable[[], str]) -> Iterator[str]:
 
 
 def test_a_person_asks_approves_and_reads_the_streamed_answer(example):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(argument)
-    browser = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    from chromium import headless_chromium
+
+    browser = headless_chromium()
     try:
         browser.get(f"{example}/#chat-{os.getpid()}")
         WebDriverWait(browser, 15).until(lambda b: b.find_elements(By.ID, "input"))[0].send_keys("Please refund order A-42")

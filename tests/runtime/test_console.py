@@ -17,10 +17,9 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import BaseModel
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
+from chromium import headless_chromium
 from runtime_testkit import (
     RESULT_TIMEOUT,
     FullThreadPool,
@@ -249,11 +248,7 @@ def test_without_a_principal_the_console_answers_as_console(executor):
 @pytest.fixture
 def browser(base: str) -> Iterator[Any]:
     """Debian's headless Chromium, signed in as ``bea`` (the cookie ``authenticate`` reads)."""
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver = headless_chromium()
     try:
         driver.get(f"{base}/console/sessions")  # the cookie belongs to this origin
         driver.add_cookie({"name": "user", "value": "bea"})

@@ -1,0 +1,47 @@
+"""The embedded Postgres's server process, seen from a test: is it still running, and stop
+it after a failure, so a test that checks the server stops with its last user leaves
+nothing behind when it fails::
+
+    assert not server_running(pgdata), "the embedded server outlived the demo"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def _postmaster_pid(pgdata: Path) -> int | None:
+    """The pid in ``pgdata``'s ``postmaster.pid``, or None without a readable one."""
+    with contextlib.suppress(FileNotFoundError, ValueError, IndexError):
+        return int((pgdata / "postmaster.pid").read_text().split()[0])
+    return None
+
+
+def server_running(pgdata: Path) -> bool:
+    """Whether the postmaster of ``pgdata`` is alive (a stale pid file left by a server
+    that was killed after a slow shutdown does not count)."""
+    pid = _postmaster_pid(pgdata)
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def stop_postmaster(pgdata: Path) -> None:
+    """Stop a server still running in ``pgdata`` (a fast shutdown; only after a failure),
+    waiting up to 30 s for its pid file to go."""
+    pid = _postmaster_pid(pgdata)
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGINT)
+    deadline = time.monotonic() + 30
+    while (pgdata / "postmaster.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
