@@ -88,13 +88,18 @@ def serve(
             create_app(executor, authenticate=authenticate, allow_unauthenticated=allow_unauthenticated),
             executor.database_url,
         )
+        config = uvicorn.Config(server_app, host=host, port=port, log_level="warning")
+        # Listening before the line below, so a client that reads it can connect at once
+        # (the connection waits in the backlog until uvicorn has started).
+        listening = config.bind_socket()
+        listening.listen(config.backlog)
         role = f"and working on queue {queue!r}" if running else f"(no worker: runs go to queue {executor.default_queue!r})"
         echo(f"serving agents on http://{host}:{port} {role}")
         # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again under the
         # handlers it found: these ones let this function go on to shut DBOS down (exit 0).
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: None)
-        uvicorn.Server(uvicorn.Config(server_app, host=host, port=port, log_level="warning")).run()
+        uvicorn.Server(config).run(sockets=[listening])
     finally:
         if running is not None:
             drained = running.drain(drain_timeout)
