@@ -47,27 +47,27 @@ _EXPORTS: dict[str, str] = {
     "LiteLLMAdapter": "helix_dbos.llm",
     "MockLLMAdapter": "helix_dbos.llm",
     # running agents
-    "AgentHandle": "helix_dbos.client.handle",
-    "DBOSAgentExecutor": "helix_dbos.client.executor",
-    "application_version": "helix_dbos.client.launcher",
-    "dbos_config": "helix_dbos.client.launcher",
-    "launch_standalone": "helix_dbos.client.launcher",
-    "shutdown": "helix_dbos.client.launcher",
-    "drain": "helix_dbos.client.launcher",
-    "Drained": "helix_dbos.client.leases",
-    "LeaseSettings": "helix_dbos.client.leases",
-    "QueueSettings": "helix_dbos.client.queues",
-    "RateLimit": "helix_dbos.client.queues",
-    "RunEnqueuer": "helix_dbos.client.queues",
-    "register_queue": "helix_dbos.client.queues",
-    "StructuredLogger": "helix_dbos.logs",
+    "AgentHandle": "helix_dbos._client.handle",
+    "DBOSAgentExecutor": "helix_dbos._client.executor",
+    "application_version": "helix_dbos._client.launcher",
+    "dbos_config": "helix_dbos._client.launcher",
+    "launch_standalone": "helix_dbos._client.launcher",
+    "shutdown": "helix_dbos._client.launcher",
+    "drain": "helix_dbos._client.launcher",
+    "Drained": "helix_dbos._client.leases",
+    "LeaseSettings": "helix_dbos._client.leases",
+    "QueueSettings": "helix_dbos._client.queues",
+    "RateLimit": "helix_dbos._client.queues",
+    "RunEnqueuer": "helix_dbos._client.queues",
+    "register_queue": "helix_dbos._client.queues",
+    "StructuredLogger": "helix_dbos._logs",
     # what the executor and the operator API return
-    "AnswerRecord": "helix_dbos.store.records",
-    "EventRecord": "helix_dbos.store.records",
-    "PendingToolCall": "helix_dbos.store.records",
-    "RunRecord": "helix_dbos.store.records",
-    "SessionRecord": "helix_dbos.store.records",
-    "UsageSummary": "helix_dbos.store.records",
+    "AnswerRecord": "helix_dbos._store.records",
+    "EventRecord": "helix_dbos._store.records",
+    "PendingToolCall": "helix_dbos._store.records",
+    "RunRecord": "helix_dbos._store.records",
+    "SessionRecord": "helix_dbos._store.records",
+    "UsageSummary": "helix_dbos._store.records",
     # human in the loop
     "ApprovalResponse": "helix_dbos.answers",
     "ClientToolResult": "helix_dbos.answers",
@@ -76,7 +76,7 @@ _EXPORTS: dict[str, str] = {
     "AgentResult": "helix_dbos.types",
     "AssistantMessage": "helix_dbos.types",
     "Event": "helix_dbos.events",
-    "DeltaRecord": "helix_dbos.deltas",
+    "DeltaRecord": "helix_dbos._deltas",
     "Message": "helix_dbos.types",
     "ParsedToolCall": "helix_dbos.types",
     "SessionStatus": "helix_dbos.types",
@@ -115,24 +115,24 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         ClientToolResult as ClientToolResult,
         SubmitOutcome as SubmitOutcome,
     )
-    from helix_dbos.client.executor import DBOSAgentExecutor as DBOSAgentExecutor
-    from helix_dbos.client.handle import AgentHandle as AgentHandle
-    from helix_dbos.client.launcher import (
+    from helix_dbos._client.executor import DBOSAgentExecutor as DBOSAgentExecutor
+    from helix_dbos._client.handle import AgentHandle as AgentHandle
+    from helix_dbos._client.launcher import (
         application_version as application_version,
         dbos_config as dbos_config,
         drain as drain,
         launch_standalone as launch_standalone,
         shutdown as shutdown,
     )
-    from helix_dbos.client.leases import Drained as Drained, LeaseSettings as LeaseSettings
-    from helix_dbos.client.queues import (
+    from helix_dbos._client.leases import Drained as Drained, LeaseSettings as LeaseSettings
+    from helix_dbos._client.queues import (
         QueueSettings as QueueSettings,
         RateLimit as RateLimit,
         RunEnqueuer as RunEnqueuer,
         register_queue as register_queue,
     )
     from helix_dbos.companions import PersistentAgent as PersistentAgent, persistent_agent as persistent_agent
-    from helix_dbos.deltas import DeltaRecord as DeltaRecord
+    from helix_dbos._deltas import DeltaRecord as DeltaRecord
     from helix_dbos.errors import (
         AgentDefinitionError as AgentDefinitionError,
         AgentNotRegisteredError as AgentNotRegisteredError,
@@ -158,7 +158,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         LiteLLMAdapter as LiteLLMAdapter,
         MockLLMAdapter as MockLLMAdapter,
     )
-    from helix_dbos.logs import StructuredLogger as StructuredLogger
+    from helix_dbos._logs import StructuredLogger as StructuredLogger
     from helix_dbos.orchestration import (
         StopInfo as StopInfo,
         cost_exceeds as cost_exceeds,
@@ -167,7 +167,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         total_tokens_exceed as total_tokens_exceed,
     )
     from helix_dbos.remote import create_remote_sub_agent_tool as create_remote_sub_agent_tool
-    from helix_dbos.store.records import (
+    from helix_dbos._store.records import (
         AnswerRecord as AnswerRecord,
         EventRecord as EventRecord,
         PendingToolCall as PendingToolCall,

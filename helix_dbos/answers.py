@@ -6,9 +6,9 @@ Anyone with the database URL answers it, from any process::
 
     executor.submit_tool_result("s1", ApprovalResponse(tool_call_id="t1", approved=True, approver="ana"))
     # or, with no agents and no DBOS launched:
-    helix_dbos.client.admin.approve(url, "s1", "t1", approver="ana")
+    helix_dbos.admin.approve(url, "s1", "t1", approver="ana")
 
-How an answer is recorded and delivered is ``helix_dbos.client.commands.answer``. This
+How an answer is recorded and delivered is ``helix_dbos._client.commands.answer``. This
 module does no I/O.
 """
 

@@ -24,7 +24,7 @@ from helix_dbos.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from helix_dbos.store.records import EventRecord
+from helix_dbos._store.records import EventRecord
 from helix_dbos.tools import ToolContext, tool
 from helix_dbos.types import AssistantMessage, Message, ToolCallsStepResult, ToolSpec
 

@@ -14,7 +14,7 @@ each says what it is in one line::
 
 A run's stream starts with ``run_start`` and ends with one of :data:`RUN_END_EVENTS`,
 followed by a ``state_patch`` when the hooks that observe its last step changed the state
-(``durable/hooks.py``).
+(``_durable/hooks.py``).
 """
 
 from __future__ import annotations

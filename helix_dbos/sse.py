@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from helix_dbos.deltas import DeltaRecord
+from helix_dbos._deltas import DeltaRecord
 from helix_dbos.errors import InvalidLastEventIdError
 
 KEEPALIVE = ": keep-alive\n\n"
@@ -27,7 +27,7 @@ KEEPALIVE = ": keep-alive\n\n"
 
 
 class StreamItem(Protocol):
-    """A durable event record (``helix_dbos.store.records.EventRecord``) or a delta."""
+    """A durable event record (``helix_dbos._store.records.EventRecord``) or a delta."""
 
     type: str
 

@@ -49,8 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helix_dbos import DBOSAgentExecutor, ToolContext, define_agent, tool  # noqa: E402
-from helix_dbos.database import libpq_url, render_url, resolve_database_url  # noqa: E402
-from helix_dbos.client.launcher import dbos_config  # noqa: E402
+from helix_dbos._database import libpq_url, render_url, resolve_database_url  # noqa: E402
+from helix_dbos._client.launcher import dbos_config  # noqa: E402
 from helix_dbos.types import Message, ToolCallsStepResult, ToolSpec, Usage  # noqa: E402
 
 

@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 import psycopg
 
-from helix_dbos.database import libpq_url, render_url, resolve_database_url
+from helix_dbos._database import libpq_url, render_url, resolve_database_url
 
 HERE = Path(__file__).resolve().parent
 APPS = HERE.parent / "tests" / "apps"

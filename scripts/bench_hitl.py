@@ -40,7 +40,7 @@ URL_VAR = "HELIX_BENCH_HITL_URL"
 CONCURRENCY = 4
 TURNS = 5
 LATENCY = 0.05
-CLI = "from helix_dbos.cli import main; main()"
+CLI = "from helix_dbos._cli import main; main()"
 
 
 def make_app() -> Any:
@@ -50,7 +50,7 @@ def make_app() -> Any:
 
     import bench
     from helix_dbos import DBOSAgentExecutor, define_agent, tool
-    from helix_dbos.client.launcher import dbos_config
+    from helix_dbos._client.launcher import dbos_config
     from helix_dbos.types import AssistantMessage, ToolCallsStepResult
 
     class Published(BaseModel):
@@ -83,10 +83,10 @@ def make_app() -> Any:
 def approve_all(url: str) -> None:
     """Approve every pending call, from this process (one engine, one DBOS client)."""
     from helix_dbos.answers import ApprovalResponse
-    from helix_dbos.client import commands
-    from helix_dbos.client.workflows import ClientWorkflows
-    from helix_dbos.store import reads
-    from helix_dbos.store.engine import create_engine
+    from helix_dbos._client import commands
+    from helix_dbos._client.workflows import ClientWorkflows
+    from helix_dbos._store import reads
+    from helix_dbos._store.engine import create_engine
 
     engine = create_engine(url)
     with engine.connect() as conn:
@@ -118,7 +118,7 @@ def new_runs_per_second(enqueuer: Any, sessions: int) -> float:
 def count(url: str, sql: str) -> int:
     import psycopg
 
-    from helix_dbos.database import libpq_url
+    from helix_dbos._database import libpq_url
 
     with psycopg.connect(libpq_url(url)) as conn:
         return int(conn.execute(sql).fetchone()[0])
@@ -139,8 +139,8 @@ FINISHED = "SELECT count(*) FROM helix.sessions WHERE agent_name = 'gated-agent'
 
 
 def measure(url: str, waiting: int, new_sessions: int) -> dict[str, float]:
-    from helix_dbos.client.queues import RunEnqueuer
-    from helix_dbos.store.migrations import migrate
+    from helix_dbos._client.queues import RunEnqueuer
+    from helix_dbos._store.migrations import migrate
 
     migrate(url)
     proc = subprocess.Popen(
@@ -175,7 +175,7 @@ def measure(url: str, waiting: int, new_sessions: int) -> dict[str, float]:
 def run(server_url: str | None, waiting: int, new_sessions: int) -> dict[str, float]:
     import psycopg
 
-    from helix_dbos.database import libpq_url, render_url, resolve_database_url
+    from helix_dbos._database import libpq_url, render_url, resolve_database_url
 
     server_url = resolve_database_url(server_url)
     name = f"helix_bench_hitl_{os.getpid()}"

@@ -39,10 +39,10 @@ sys.path.insert(0, str(HERE.parent))
 
 import psycopg  # noqa: E402
 
-from helix_dbos.client.queues import EnqueuedRun, RunEnqueuer  # noqa: E402
-from helix_dbos.database import libpq_url, render_url, resolve_database_url  # noqa: E402
+from helix_dbos._client.queues import EnqueuedRun, RunEnqueuer  # noqa: E402
+from helix_dbos._database import libpq_url, render_url, resolve_database_url  # noqa: E402
 
-CLI = "from helix_dbos.cli import main; main()"
+CLI = "from helix_dbos._cli import main; main()"
 RUNS = 8
 IDLE_SECONDS = 20.0
 
@@ -50,7 +50,7 @@ IDLE_SECONDS = 20.0
 @contextmanager
 def bench_database(server_url: str) -> Iterator[str]:
     """A new migrated database on the server, dropped on exit."""
-    from helix_dbos.store.migrations import migrate
+    from helix_dbos._store.migrations import migrate
 
     name = f"helix_bench_leases_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:

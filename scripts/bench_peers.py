@@ -23,7 +23,7 @@ calls per turn with empty bodies (an ``llm`` step, two tool steps in parallel bu
 last turn, one plain statement for the step commit). Pydantic AI runs with its tools as
 DBOS steps (``TOOLS_AS_STEPS=1``) and at K = 20 only (its default request limit is 50
 turns). helix's DBOS config turns off DBOS's ping before each use of a pooled connection
-(``helix_dbos.client.launcher.SYSTEM_DATABASE_ENGINE``); so that the comparison shows what
+(``helix_dbos._client.launcher.SYSTEM_DATABASE_ENGINE``); so that the comparison shows what
 that setting does and what helix does, Pydantic AI also runs from a copy of its script with
 the same setting.
 
@@ -48,7 +48,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from helix_dbos.database import libpq_url, render_url, resolve_database_url  # noqa: E402
+from helix_dbos._database import libpq_url, render_url, resolve_database_url  # noqa: E402
 
 PEER_PACKAGES = ["pydantic-ai-slim[dbos]", "langgraph", "langgraph-checkpoint-postgres", "psycopg[binary,pool]"]
 FIGURES = re.compile(r"(\d+) us/turn, (-?[\d.]+) commits/turn, (-?\d+) bytes/turn")

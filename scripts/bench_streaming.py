@@ -40,14 +40,14 @@ sys.path.insert(0, str(HERE.parent / "tests"))  # the streaming stub model serve
 from llm_stub_server import StubLLMServer, openai_stream  # noqa: E402
 
 from helix_dbos import define_agent, launch_standalone, shutdown, tool  # noqa: E402
-from helix_dbos.database import libpq_url, render_url, resolve_database_url  # noqa: E402
+from helix_dbos._database import libpq_url, render_url, resolve_database_url  # noqa: E402
 from helix_dbos.llm import LiteLLMAdapter  # noqa: E402
 from helix_dbos.types import LLMConfig, Message, TextStepResult, ToolCallsStepResult, ToolSpec, Usage  # noqa: E402
 
 WATCHER = """
 import json, sys, time
-from helix_dbos.client.streams import follow_events
-from helix_dbos.store.engine import create_engine
+from helix_dbos._client.streams import follow_events
+from helix_dbos._store.engine import create_engine
 
 url, session_id = sys.argv[1], sys.argv[2]
 print("listening", flush=True)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_peers import ROOT, drop_database, fresh_database, peer_copy  # noqa: E402
 
-from helix_dbos.database import libpq_url, resolve_database_url  # noqa: E402
+from helix_dbos._database import libpq_url, resolve_database_url  # noqa: E402
 
 RELATION_SIZES = """
 SELECT n.nspname || '.' || c.relname,

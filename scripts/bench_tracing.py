@@ -89,7 +89,7 @@ def child(mode: str, url: str) -> None:
 
     from bench import InstantModel, agent, run_agent
     from helix_dbos import DBOSAgentExecutor
-    from helix_dbos.client.launcher import dbos_config
+    from helix_dbos._client.launcher import dbos_config
 
     DBOS(config=dbos_config(url, name="helix-bench-tracing", notification_listener_polling_interval_sec=0.01))
     executor = DBOSAgentExecutor(llm=InstantModel(), database_url=url)
@@ -163,7 +163,7 @@ def run(server_url: str, rounds: int) -> dict[Any, dict[str, dict[str, float]]]:
     """Per K, per mode: ``us_per_turn`` (median over rounds) and ``spans_per_turn``; and
     under ``"points"``, per mode, the points' own ``us_per_turn``."""
     from bench import create_bench_database, drop_database
-    from helix_dbos.store.migrations import migrate
+    from helix_dbos._store.migrations import migrate
 
     url, name = create_bench_database(server_url)
     modes: list[Mode] = []
@@ -231,7 +231,7 @@ def main() -> None:
     if args.child:
         child(args.child, args.database_url)
         return
-    from helix_dbos.database import resolve_database_url
+    from helix_dbos._database import resolve_database_url
 
     rounds = 5 if args.quick else args.rounds
     report(run(resolve_database_url(args.database_url), rounds), rounds)

@@ -37,7 +37,7 @@ URL_VAR = "HELIX_BENCH_WORKERS_URL"
 TURNS = 5
 LATENCY = 0.05
 PER_WORKER = 8
-CLI = "from helix_dbos.cli import main; main()"
+CLI = "from helix_dbos._cli import main; main()"
 
 
 def make_app() -> Any:
@@ -46,7 +46,7 @@ def make_app() -> Any:
 
     import bench
     from helix_dbos import DBOSAgentExecutor
-    from helix_dbos.client.launcher import dbos_config
+    from helix_dbos._client.launcher import dbos_config
 
     url = os.environ[URL_VAR]
     DBOS(config=dbos_config(url, name="helix-bench-workers", notification_listener_polling_interval_sec=0.01, sys_db_pool_size=5))
@@ -72,8 +72,8 @@ def _wait_ready(proc: subprocess.Popen[str]) -> None:
 
 def measure(url: str, workers: int, sessions: int) -> float:
     """Runs per second of ``sessions`` queued runs on ``workers`` fresh worker processes."""
-    from helix_dbos.client.queues import RunEnqueuer
-    from helix_dbos.store.migrations import migrate
+    from helix_dbos._client.queues import RunEnqueuer
+    from helix_dbos._store.migrations import migrate
 
     migrate(url)
     procs = [_start_worker(url, 0)]
@@ -104,7 +104,7 @@ def run(server_url: str | None = None, worker_counts: tuple[int, ...] = (1, 2, 4
     """Runs per second for each worker count, each on a fresh database (dropped after)."""
     import psycopg
 
-    from helix_dbos.database import libpq_url, render_url, resolve_database_url
+    from helix_dbos._database import libpq_url, render_url, resolve_database_url
 
     server_url = resolve_database_url(server_url)
     figures: dict[int, float] = {}

@@ -9,7 +9,7 @@
 # at the first version that fails. helix's triggers on DBOS's tables and the private DBOS
 # names it uses are checked by these tests (tests/database/test_schema.py,
 # tests/workers/test_adoption.py): widen the range in pyproject.toml, and the DBOS
-# schema versions in helix_dbos/store/dbos_tables.py, only once this passes.
+# schema versions in helix_dbos/_store/dbos_tables.py, only once this passes.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 : "${HELIX_TEST_DATABASE_URL:?set HELIX_TEST_DATABASE_URL to a Postgres server URL (tests create their own databases)}"

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from helix_dbos import ApprovalResponse, MockLLMAdapter, define_agent, define_tool, launch_standalone, shutdown  # noqa: E402
-from helix_dbos.database import libpq_url, render_url, resolve_database_url  # noqa: E402
+from helix_dbos._database import libpq_url, render_url, resolve_database_url  # noqa: E402
 from helix_dbos.demo import research_agent, scripted_research  # noqa: E402
 from helix_dbos.server import create_app  # noqa: E402
 from helix_dbos.types import Message, ToolCallsStepResult, ToolSpec  # noqa: E402

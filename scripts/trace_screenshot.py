@@ -32,12 +32,12 @@ sys.path.insert(0, str(ROOT / "tests" / "observability"))
 from bench import create_bench_database, drop_database  # noqa: E402
 from obs_kit import free_port, until, worker  # noqa: E402
 
-from helix_dbos.client import admin  # noqa: E402
-from helix_dbos.client.queues import RunEnqueuer  # noqa: E402
-from helix_dbos.database import resolve_database_url  # noqa: E402
+from helix_dbos import admin  # noqa: E402
+from helix_dbos._client.queues import RunEnqueuer  # noqa: E402
+from helix_dbos._database import resolve_database_url  # noqa: E402
 from helix_dbos.errors import SessionNotFoundError  # noqa: E402
 from helix_dbos.observability import session_span_context  # noqa: E402
-from helix_dbos.store.migrations import migrate  # noqa: E402
+from helix_dbos._store.migrations import migrate  # noqa: E402
 
 PHOENIX = ROOT / ".helix" / "phoenix-venv" / "bin" / "phoenix"
 SESSION = "support-7f3a"

@@ -45,9 +45,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from psycopg import sql
 
-from helix_dbos.database import check_connection, libpq_url, render_url, validate_url
+from helix_dbos._database import check_connection, libpq_url, render_url, validate_url
 from helix_dbos.errors import DatabaseError
-from helix_dbos.store.migrations import migrate
+from helix_dbos._store.migrations import migrate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_DATABASE_URL_VAR = "HELIX_TEST_DATABASE_URL"
@@ -320,7 +320,7 @@ def executor(database_url: str) -> Iterator[Any]:
     from dbos import DBOS
 
     from helix_dbos import DBOSAgentExecutor, MockLLMAdapter
-    from helix_dbos.client.launcher import dbos_config
+    from helix_dbos._client.launcher import dbos_config
     from helix_dbos.llm.litellm_adapter import load_litellm
 
     # litellm's first import takes seconds of CPU. Tests that swap in a LiteLLMAdapter

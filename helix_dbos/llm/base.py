@@ -13,7 +13,7 @@ model). :func:`helix_dbos.llm.generate_with_retry` turns both into an
 ``ErrorStepResult`` when it gives up.
 
 An adapter that can stream also has ``stream_step``: the same call, reporting each piece
-of the answer to ``on_delta`` as it arrives (``helix_dbos.deltas``) and returning the
+of the answer to ``on_delta`` as it arrives (``helix_dbos._deltas``) and returning the
 whole answer at the end, as ``generate_step`` would.
 """
 
@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from helix_dbos.deltas import DeltaSink
+from helix_dbos._deltas import DeltaSink
 from helix_dbos.errors import HelixError
 from helix_dbos.types import LLMConfig, Message, StepResult, ToolSpec, Usage
 

@@ -45,7 +45,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from helix_dbos.deltas import Delta, DeltaSink
+from helix_dbos._deltas import Delta, DeltaSink
 from helix_dbos.llm.base import PermanentLLMError
 from helix_dbos.llm.litellm_errors import classify_litellm_error
 from helix_dbos.llm.litellm_response import parse_completion

@@ -40,7 +40,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from helix_dbos.deltas import Delta, DeltaSink
+from helix_dbos._deltas import Delta, DeltaSink
 from helix_dbos.llm.base import LLMError, PermanentLLMError
 from helix_dbos.types import SUB_AGENT_TOOL_PREFIX, LLMConfig, Message, MessageListAdapter, StepResult, StepResultAdapter, ToolSpec, Usage
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from helix_dbos.deltas import Delta
+from helix_dbos._deltas import Delta
 from helix_dbos.llm.base import LLMAdapter, LLMError, StreamingLLMAdapter, TransientLLMError
 from helix_dbos.types import ErrorStepResult, LLMConfig, Message, StepResult, ToolSpec, Usage
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import psycopg
 
-from helix_dbos.database import libpq_url
-from helix_dbos.store.fleet import Fleet, read_fleet
+from helix_dbos._database import libpq_url
+from helix_dbos._store.fleet import Fleet, read_fleet
 
 FRESH_SECONDS = 1.0
 """Figures read less than this long ago are served again rather than read anew."""

@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount
 
-from helix_dbos.client.executor import DBOSAgentExecutor
+from helix_dbos._client.executor import DBOSAgentExecutor
 from helix_dbos.errors import ConfigurationError, HelixError
 from helix_dbos.agents import AgentConfig
 from helix_dbos.server.auth import Authenticate, AuthMiddleware

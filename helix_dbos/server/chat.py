@@ -1,7 +1,7 @@
 """Chat routes: the AI SDK's ``useChat`` (``DefaultChatTransport``) talks to durable agents.
 
 The chat's id is the session's id, and each run of the session is one assistant message
-(``helix_dbos.ui_stream``). Every stream is native async: it shares the process's one
+(``helix_dbos._ui_stream``). Every stream is native async: it shares the process's one
 listening connection and reads through a small pool, holding no thread. Reading the
 run and its state and ``/interrupt`` hold none either; recording answers, ``stop``,
 ``abort`` and ``submit-tool-result`` run in a worker thread (an answer and its message to
@@ -37,22 +37,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from helix_dbos.client import commands
-from helix_dbos.client.executor import DBOSAgentExecutor
-from helix_dbos.client.live import CAUGHT_UP, IDLE, LiveStreams
-from helix_dbos.client.notifications import Subscription
-from helix_dbos.deltas import DeltaRecord
-from helix_dbos.durable.payloads import run_workflow_id
+from helix_dbos._client import commands
+from helix_dbos._client.executor import DBOSAgentExecutor
+from helix_dbos._client.live import CAUGHT_UP, IDLE, LiveStreams
+from helix_dbos._client.notifications import Subscription
+from helix_dbos._deltas import DeltaRecord
+from helix_dbos._durable.payloads import run_workflow_id
 from helix_dbos.errors import AgentNotRegisteredError, SessionNotFoundError, ToolCallNotPendingError
 from helix_dbos.server.bodies import AbortBody, SubmitBody
 from helix_dbos.server.chat_request import ChatRequest, answered_calls, answers, user_text
 from helix_dbos.server.problems import problem
 from helix_dbos.sse import KEEPALIVE
-from helix_dbos.store import async_reads
-from helix_dbos.store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord
-from helix_dbos.text import require_storable
+from helix_dbos._store import async_reads
+from helix_dbos._store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord
+from helix_dbos._text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES
-from helix_dbos.ui_stream import DONE, HEADERS, UIMessageStream, encode
+from helix_dbos._ui_stream import DONE, HEADERS, UIMessageStream, encode
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ synchronous client can do, and an abort is the one implementation the executor, 
 and the operator API share (each run ended, then its workflow cancelled; DBOS's
 ``cancel_workflow_async`` would take a thread anyway). ``/sse`` is native async too:
 it shares the process's one listening connection and reads through a small pool
-(:class:`~helix_dbos.client.live.LiveStreams`), holding no thread and no connection of
+(:class:`~helix_dbos._client.live.LiveStreams`), holding no thread and no connection of
 its own, one keep-alive comment per quiet interval, until the session stops running (or,
 with ``follow``, until the client goes away).
 """
@@ -28,11 +28,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from helix_dbos.client import commands
-from helix_dbos.client.executor import DBOSAgentExecutor
-from helix_dbos.client.live import IDLE, LiveStreams
-from helix_dbos.deltas import DeltaRecord
-from helix_dbos.durable.payloads import run_workflow_id
+from helix_dbos._client import commands
+from helix_dbos._client.executor import DBOSAgentExecutor
+from helix_dbos._client.live import IDLE, LiveStreams
+from helix_dbos._deltas import DeltaRecord
+from helix_dbos._durable.payloads import run_workflow_id
 from helix_dbos.errors import SessionNotFoundError
 from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos.server.bodies import (
@@ -47,7 +47,7 @@ from helix_dbos.server.bodies import (
 )
 from helix_dbos.server.problems import problem
 from helix_dbos.sse import KEEPALIVE, encode, resume_from
-from helix_dbos.text import require_storable
+from helix_dbos._text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES
 
 B = TypeVar("B", bound=BaseModel)

@@ -20,11 +20,11 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from helix_dbos.client.executor import DBOSAgentExecutor
-from helix_dbos.client.launcher import launch_dbos
-from helix_dbos.client.queues import QueueSettings
-from helix_dbos.client.leases import default_executor_id
-from helix_dbos.client.worker import Worker, load_app
+from helix_dbos._client.executor import DBOSAgentExecutor
+from helix_dbos._client.launcher import launch_dbos
+from helix_dbos._client.queues import QueueSettings
+from helix_dbos._client.leases import default_executor_id
+from helix_dbos._client.worker import Worker, load_app
 from helix_dbos.errors import HelixError
 from helix_dbos.observability.exposition import with_metrics
 from helix_dbos.server.app import create_app

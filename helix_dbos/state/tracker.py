@@ -44,7 +44,7 @@ from helix_dbos.state.rfc6902 import JsonPatchOperation, step_writes_to_rfc6902
 from helix_dbos.state.values import to_node
 from helix_dbos.state.views import StateDict
 from helix_dbos.state.writes import StepWrites
-from helix_dbos.text import find_unstorable, storable
+from helix_dbos._text import find_unstorable, storable
 
 
 class StateTracker:
@@ -123,7 +123,7 @@ class StateTracker:
 
 def _validate(schema: type[BaseModel], state: dict[str, Any]) -> None:
     """Check ``state`` against ``schema`` as JSON, as it will be stored: a lone surrogate
-    (which JSON cannot carry, and helix_dbos.text replaces when the step is recorded) is
+    (which JSON cannot carry, and helix_dbos._text replaces when the step is recorded) is
     validated as U+FFFD."""
     try:
         try:

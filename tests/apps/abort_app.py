@@ -25,7 +25,7 @@ from helix_dbos import (
     shutdown,
     tool,
 )
-from helix_dbos.client.launcher import launch_dbos
+from helix_dbos._client.launcher import launch_dbos
 from helix_dbos.types import AssistantMessage, Message, StepResult, TextStepResult, ToolCallsStepResult, ToolSpec
 
 URL, NAME = sys.argv[1], sys.argv[2]

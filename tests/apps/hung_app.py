@@ -14,7 +14,7 @@ from pathlib import Path
 from dbos import DBOS
 
 from helix_dbos import DBOSAgentExecutor, MockLLMAdapter, define_agent, tool
-from helix_dbos.client.launcher import dbos_config
+from helix_dbos._client.launcher import dbos_config
 from helix_dbos.types import AssistantMessage, Message, StepResult, TextStepResult, ToolCallsStepResult, ToolSpec
 
 URL = os.environ["HELIX_HUNG_URL"]

@@ -20,7 +20,7 @@ import uuid
 from dbos import DBOS
 
 from helix_dbos import DBOSAgentExecutor, MockLLMAdapter, dbos_config, define_agent, shutdown, tool
-from helix_dbos.client.launcher import launch_dbos
+from helix_dbos._client.launcher import launch_dbos
 from helix_dbos.types import AssistantMessage, Message, StepResult, TextStepResult, ToolCallsStepResult, ToolSpec
 
 NAME = os.environ["HELIX_APP_NAME"]

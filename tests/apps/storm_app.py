@@ -18,9 +18,9 @@ from dbos import DBOS
 from pydantic import BaseModel
 
 from helix_dbos import DBOSAgentExecutor, MockLLMAdapter, ToolContext, dbos_config, define_agent, define_tool, shutdown
-from helix_dbos.client.launcher import launch_dbos
-from helix_dbos.database import libpq_url
-from helix_dbos.store.retry import retry_transient
+from helix_dbos._client.launcher import launch_dbos
+from helix_dbos._database import libpq_url
+from helix_dbos._store.retry import retry_transient
 from helix_dbos.types import AssistantMessage, Message, StepResult, TextStepResult, ToolCallsStepResult, ToolSpec
 
 URL, COUNT = sys.argv[1], int(sys.argv[2])

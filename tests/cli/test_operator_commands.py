@@ -1,4 +1,4 @@
-"""The operator CLI (``helix-dbos pending/approve/.../fork``) and ``helix_dbos.client.admin``.
+"""The operator CLI (``helix-dbos pending/approve/.../fork``) and ``helix_dbos.admin``.
 
 Runs happen in this process's DBOS (the session-scoped ``executor`` fixture); every
 command runs in a NEW process that has only the database URL: no agent is imported and
@@ -21,8 +21,8 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 
 from helix_dbos import MockLLMAdapter, ToolContext, define_agent, define_tool
-from helix_dbos.database import libpq_url
-from helix_dbos.store.migrations import migrate
+from helix_dbos._database import libpq_url
+from helix_dbos._store.migrations import migrate
 from helix_dbos.types import AssistantMessage, Message, ToolSpec
 
 HELIX = Path(sys.executable).with_name("helix-dbos")
@@ -158,11 +158,11 @@ def waiting(executor: Any, url: str) -> Any:
 
 def test_the_cli_imports_neither_dbos_nor_litellm_nor_agents_to_start() -> None:
     script = (
-        "import sys, json; from click.testing import CliRunner; from helix_dbos.cli import main;"
+        "import sys, json; from click.testing import CliRunner; from helix_dbos._cli import main;"
         "r = CliRunner().invoke(main, ['--help']); assert r.exit_code == 0, r.output;"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('dbos', 'litellm')"
-        " or m.startswith('helix_dbos.llm') or m in ('helix_dbos.client.admin', 'helix_dbos.agents',"
-        " 'helix_dbos.client.executor', 'helix_dbos.durable.workflow', 'helix_dbos.durable.loop'))))"
+        " or m.startswith('helix_dbos.llm') or m in ('helix_dbos.admin', 'helix_dbos.agents',"
+        " 'helix_dbos._client.executor', 'helix_dbos._durable.workflow', 'helix_dbos._durable.loop'))))"
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

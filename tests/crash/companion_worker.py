@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from crash_kit import ledger_tool, run_one_session
 from helix_dbos import ToolContext, define_agent, persistent_agent, tool
-from helix_dbos.database import libpq_url
+from helix_dbos._database import libpq_url
 from helix_dbos.types import AssistantMessage, Message, StepResult, TextStepResult, ToolCallsStepResult, ToolSpec, UserMessage
 
 TOOL_SECONDS = 0.5

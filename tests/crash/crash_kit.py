@@ -24,8 +24,8 @@ import psycopg
 import pytest
 
 from helix_dbos import ToolContext, tool
-from helix_dbos.database import libpq_url
-from helix_dbos.store.migrations import migrate
+from helix_dbos._database import libpq_url
+from helix_dbos._store.migrations import migrate
 
 SLOW_COMMIT_TRIGGER = """
 CREATE FUNCTION helix.test_slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$

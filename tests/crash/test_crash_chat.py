@@ -18,7 +18,7 @@ from pathlib import Path
 
 from serving import wait_until_served
 
-from helix_dbos.store.migrations import migrate
+from helix_dbos._store.migrations import migrate
 
 TESTS = Path(__file__).resolve().parent.parent
 APPS = TESTS / "apps"

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from helix_dbos.store.migrations import migrate
+from helix_dbos._store.migrations import migrate
 from helix_dbos.types import ToolResultMessage, UserMessage
 from test_crash_subagents import assert_transcript_sound, kill_when_both_children_are_in_their_tool, ledger_lines, query
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helix_dbos.database import libpq_url
-from helix_dbos.deltas import DeltaRecord
-from helix_dbos.store.delta_channels import listen_statement
-from helix_dbos.store.migrations import migrate
+from helix_dbos._database import libpq_url
+from helix_dbos._deltas import DeltaRecord
+from helix_dbos._store.delta_channels import listen_statement
+from helix_dbos._store.migrations import migrate
 
 from crash_kit import finish, start_worker  # type: ignore[import-not-found]
 

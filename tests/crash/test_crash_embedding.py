@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from helix_dbos.database import libpq_url
-from helix_dbos.store.migrations import migrate
+from helix_dbos._database import libpq_url
+from helix_dbos._store.migrations import migrate
 
 APP = Path(__file__).with_name("embedded_app.py")
 

@@ -21,10 +21,10 @@ import psycopg
 
 import pytest
 
-from helix_dbos.database import libpq_url
-from helix_dbos.client import admin
+from helix_dbos._database import libpq_url
+from helix_dbos import admin
 from helix_dbos.errors import ToolCallNotPendingError
-from helix_dbos.store.migrations import migrate
+from helix_dbos._store.migrations import migrate
 
 WORKER = Path(__file__).with_name("hitl_worker.py")
 

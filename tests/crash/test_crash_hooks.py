@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from helix_dbos.database import libpq_url
+from helix_dbos._database import libpq_url
 
 from crash_kit import finish, migrated_database, start_worker  # type: ignore[import-not-found]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helix_dbos.database import libpq_url
+from helix_dbos._database import libpq_url
 
 from crash_kit import SLOW_COMMIT_TRIGGER, finish, migrated_database, start_worker  # type: ignore[import-not-found]
 

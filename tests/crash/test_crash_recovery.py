@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from helix_dbos.database import libpq_url
+from helix_dbos._database import libpq_url
 from helix_dbos.orchestration import unpaired_tool_call_ids
 from helix_dbos.types import MessageAdapter
 

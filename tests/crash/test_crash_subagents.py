@@ -26,9 +26,9 @@ from typing import Any
 
 import psycopg
 
-from helix_dbos.database import libpq_url
+from helix_dbos._database import libpq_url
 from helix_dbos.orchestration import unpaired_tool_call_ids
-from helix_dbos.store.migrations import migrate
+from helix_dbos._store.migrations import migrate
 from helix_dbos.types import MessageAdapter, ToolResultMessage
 
 WORKER = Path(__file__).with_name("subagent_worker.py")

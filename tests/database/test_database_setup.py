@@ -18,10 +18,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helix_dbos import database
-from helix_dbos.database import libpq_url, resolve_database_url
+from helix_dbos import _database as database
+from helix_dbos._database import libpq_url, resolve_database_url
 from helix_dbos.errors import DatabaseError
-from helix_dbos.store.migrations import (
+from helix_dbos._store.migrations import (
     MIGRATION_LOCK_KEY,
     Migrated,
     applied_versions,
@@ -345,8 +345,8 @@ READ_EMBEDDED = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
-    from helix_dbos.database import start_embedded
-    from helix_dbos.store.migrations import applied_versions
+    from helix_dbos._database import start_embedded
+    from helix_dbos._store.migrations import applied_versions
     print(json.dumps(applied_versions(start_embedded(Path(sys.argv[1])))))
     """
 )

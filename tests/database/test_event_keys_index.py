@@ -1,4 +1,4 @@
-"""The index of event keys fills its pages as sessions' steps write (store/sql/014, 016):
+"""The index of event keys fills its pages as sessions' steps write (_store/sql/014, 016):
 keyed by (session, step, key), a step's keys land at the end of its session's range, so the
 index the runs leave is about as small as one built in a single pass over their rows.
 (Keyed by (session, key) it was 1.44 times that: from step 10 on, keys sort between a
@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import psycopg
 
-from helix_dbos.database import libpq_url
-from helix_dbos.store.migrations import migrate
+from helix_dbos._database import libpq_url
+from helix_dbos._store.migrations import migrate
 
 SESSIONS, STEPS = 10, 20
 

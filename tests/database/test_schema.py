@@ -1,5 +1,5 @@
 """The helix schema: one baseline migration, plain tables, and on DBOS's tables only the
-documented triggers (``helix_dbos/store/dbos_tables.py``).
+documented triggers (``helix_dbos/_store/dbos_tables.py``).
 
 ``migrate`` on an empty database creates the baseline in one step; the schema has no view
 and no INSTEAD OF trigger; every trigger on a ``dbos.*`` table that is not DBOS's own is
@@ -18,10 +18,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from helix_dbos.database import libpq_url
+from helix_dbos._database import libpq_url
 from helix_dbos.errors import DatabaseError, SchemaOutdatedError
-from helix_dbos.store import dbos_tables
-from helix_dbos.store.migrations import Migration, check_schema, load_migrations, migrate
+from helix_dbos._store import dbos_tables
+from helix_dbos._store.migrations import Migration, check_schema, load_migrations, migrate
 
 TABLES = {
     "companion_notices", "companions", "events", "messages", "pending_tool_calls", "runs", "schema_version",

@@ -8,10 +8,10 @@ import json
 
 import sqlalchemy as sa
 
-from helix_dbos.store.engine import create_engine
-from helix_dbos.store.reads import recorded_tool_outcome
-from helix_dbos.store.records import RecordedOutcome
-from helix_dbos.store.writes import record_tool_outcome
+from helix_dbos._store.engine import create_engine
+from helix_dbos._store.reads import recorded_tool_outcome
+from helix_dbos._store.records import RecordedOutcome
+from helix_dbos._store.writes import record_tool_outcome
 
 UNSORTED = {"tool_call_id": "c1", "result": {"session": "s", "step": 4, "b": [{"zz": 1, "a": 2}]}}
 

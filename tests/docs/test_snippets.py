@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helix_dbos.store.migrations import migrate
+from helix_dbos._store.migrations import migrate
 
 from doc_snippets import snippets  # type: ignore[import-not-found]
 

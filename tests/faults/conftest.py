@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helix_dbos.database import render_url
+from helix_dbos._database import render_url
 
 from own_cluster import Cluster  # type: ignore[import-not-found]
 

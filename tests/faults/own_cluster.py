@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from helix_dbos.database import libpq_url, render_url
+from helix_dbos._database import libpq_url, render_url
 
 
 @dataclass(frozen=True)

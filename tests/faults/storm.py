@@ -15,8 +15,8 @@ from pathlib import Path
 
 import psycopg
 
-from helix_dbos.database import libpq_url
-from helix_dbos.store.migrations import migrate
+from helix_dbos._database import libpq_url
+from helix_dbos._store.migrations import migrate
 
 APP = Path(__file__).resolve().parent.parent / "apps" / "storm_app.py"
 SESSIONS = 20

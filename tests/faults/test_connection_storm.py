@@ -9,7 +9,7 @@ from typing import Callable
 
 import psycopg
 
-from helix_dbos.database import libpq_url
+from helix_dbos._database import libpq_url
 
 from storm import assert_all_completed_once, start_storm_app  # type: ignore[import-not-found]
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from llm_stub_server import StubLLMServer, openai_error, openai_stream
 
-from helix_dbos.deltas import Delta
+from helix_dbos._deltas import Delta
 from helix_dbos.llm import LiteLLMAdapter, MockLLMAdapter, PermanentLLMError, TransientLLMError, generate_with_retry
 from helix_dbos.types import (
     LLMConfig,

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 HERE = Path(__file__).resolve().parent
-CLI = "from helix_dbos.cli import main; main()"
+CLI = "from helix_dbos._cli import main; main()"
 
 
 def free_port() -> int:
@@ -92,7 +92,7 @@ def crash_and_replace(killed: Proc, url: str, env: dict[str, str]) -> Proc:
 def slow_called(url: str, session_id: str) -> bool:
     """Whether the session, or a child whose events it relays, called the ``slow`` tool
     (False before the session exists)."""
-    from helix_dbos.client import admin
+    from helix_dbos import admin
     from helix_dbos.errors import SessionNotFoundError
 
     try:
@@ -152,7 +152,7 @@ def span_tree(spans: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], C
 
 def run_completed(url: str, session_id: str, run: int) -> bool:
     """Whether run ``run`` is the session's latest and completed (False before the session exists)."""
-    from helix_dbos.client import admin
+    from helix_dbos import admin
     from helix_dbos.errors import SessionNotFoundError
 
     try:

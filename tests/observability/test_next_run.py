@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 
-from helix_dbos.client import admin
-from helix_dbos.store.migrations import migrate
+from helix_dbos import admin
+from helix_dbos._store.migrations import migrate
 from obs_kit import free_port, server, until, worker
 
 SESSION = "next-turn"

@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from helix_dbos import RunEnqueuer
-from helix_dbos.client import admin
-from helix_dbos.store.migrations import migrate
+from helix_dbos import admin
+from helix_dbos._store.migrations import migrate
 from obs_kit import free_port, run_completed, server, slow_called, stop_all, until, worker
 
 SCRAPE_CONFIG = """

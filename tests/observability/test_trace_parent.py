@@ -11,7 +11,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from helix_dbos.durable.payloads import continuation_workflow_id, run_workflow_id
+from helix_dbos._durable.payloads import continuation_workflow_id, run_workflow_id
 from helix_dbos.observability.tracing import run_parent, session_span_context, stable_span_id, trace_parent
 
 CALLER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

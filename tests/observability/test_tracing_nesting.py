@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from helix_dbos.client import admin
+from helix_dbos import admin
 from helix_dbos.observability import session_span_context
-from helix_dbos.store.migrations import migrate
+from helix_dbos._store.migrations import migrate
 from obs_kit import (
     HERE,
     crash_and_replace,

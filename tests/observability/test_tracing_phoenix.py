@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 
-from helix_dbos.client import admin
+from helix_dbos import admin
 from helix_dbos.observability import session_span_context
-from helix_dbos.store.migrations import migrate
+from helix_dbos._store.migrations import migrate
 from obs_kit import (
     crash_and_replace,
     free_port,

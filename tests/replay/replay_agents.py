@@ -51,7 +51,7 @@ from helix_dbos import (
     define_tool,
     tool,
 )
-from helix_dbos.database import libpq_url
+from helix_dbos._database import libpq_url
 from helix_dbos.types import (
     AssistantMessage,
     Message,

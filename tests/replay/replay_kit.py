@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 
 from helix_dbos import admin
-from helix_dbos.database import libpq_url
+from helix_dbos._database import libpq_url
 from helix_dbos.types import ACTIVE_STATUSES
 
 HERE = Path(__file__).resolve().parent

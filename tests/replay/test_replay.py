@@ -51,7 +51,7 @@ from replay_kit import (
 
 import helix_dbos
 from helix_dbos import RunEnqueuer, admin, application_version
-from helix_dbos.database import libpq_url
+from helix_dbos._database import libpq_url
 
 RECORDINGS = sorted(path for path in FIXTURES.iterdir() if path.is_dir())
 SERVER_TOOLS = {"lookup", "long_job", "publish"}

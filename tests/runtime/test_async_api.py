@@ -13,7 +13,7 @@ from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, rows, text, uniqu
 
 from helix_dbos import ToolContext, define_agent, define_tool
 from helix_dbos.answers import ApprovalResponse
-from helix_dbos.deltas import DeltaRecord
+from helix_dbos._deltas import DeltaRecord
 
 
 class NoInput(BaseModel):
@@ -209,9 +209,9 @@ def test_a_subscriber_added_while_the_listener_changes_channels_misses_no_delta(
     other channels: a delta published right after it arrives."""
     import psycopg
 
-    from helix_dbos.client.notifications import WAKE, Notifications
-    from helix_dbos.database import libpq_url
-    from helix_dbos.store.delta_channels import delta_channel
+    from helix_dbos._client.notifications import WAKE, Notifications
+    from helix_dbos._database import libpq_url
+    from helix_dbos._store.delta_channels import delta_channel
 
     delta = DeltaRecord(session_id="late", run=1, step=1, attempt=1, index=0, kind="text", text="hi")
 

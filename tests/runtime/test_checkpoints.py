@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, events, rows, text, unique, use_model, wait_for
 
 from helix_dbos import ToolContext, define_agent, define_tool
-from helix_dbos.durable.payloads import (
+from helix_dbos._durable.payloads import (
     ToolOutcome,
     checkpoint_json,
     llm_output,

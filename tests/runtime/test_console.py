@@ -40,7 +40,7 @@ from runtime_testkit import (
 from starlette.requests import Request
 
 from helix_dbos import AgentHooks, ApprovalResponse, create_sub_agent_tool, define_agent, define_tool
-from helix_dbos.client import admin
+from helix_dbos import admin
 from helix_dbos.server import create_app
 
 TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')

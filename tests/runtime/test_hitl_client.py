@@ -1,5 +1,5 @@
 """Client-executed tools: the run waits for a result submitted from ANOTHER
-process, with the CLI or with ``helix_dbos.client.admin`` in a bare ``python -c``."""
+process, with the CLI or with ``helix_dbos.admin`` in a bare ``python -c``."""
 
 from __future__ import annotations
 
@@ -127,9 +127,9 @@ def test_a_result_that_breaks_the_output_schema_is_refused_and_the_run_keeps_wai
 
     # A valid one, through the Python admin API in a bare interpreter (no agent, no DBOS launched).
     script = (
-        "import sys; from helix_dbos.client import admin;"
+        "import sys; from helix_dbos import admin;"
         "print(admin.submit(sys.argv[1], sys.argv[2], 'c1', result={'answer': 'green'}).status);"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('litellm',) or m == 'helix_dbos.client.executor'))"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('litellm',) or m == 'helix_dbos._client.executor'))"
     )
     proc = subprocess.run(
         [sys.executable, "-c", script, executor.database_url, sid], capture_output=True, text=True, timeout=90

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from helix_dbos import AgentHooks, ApprovalResponse, ClientToolResult, ToolContext, define_agent, define_tool
 from helix_dbos.errors import ToolCallNotPendingError
-from helix_dbos.store import writes
+from helix_dbos._store import writes
 from runtime_testkit import (
     RESULT_TIMEOUT,
     assert_paired,

@@ -34,13 +34,13 @@ from runtime_testkit import (
 
 from helix_dbos import ApprovalResponse, ToolContext, create_sub_agent_tool, define_agent, define_tool
 from helix_dbos.events import CustomEvent, StepStartEvent
-from helix_dbos.store.live_events import LiveEventWriter
-from helix_dbos.store.records import KeyedEvent
+from helix_dbos._store.live_events import LiveEventWriter
+from helix_dbos._store.records import KeyedEvent
 
 READER_SCRIPT = """
 import json, sys
-from helix_dbos.client.streams import follow_events
-from helix_dbos.store.engine import create_engine
+from helix_dbos._client.streams import follow_events
+from helix_dbos._store.engine import create_engine
 
 url, session_id = sys.argv[1], sys.argv[2]
 for event in follow_events(url, session_id, 0, engine=create_engine(url), idle_timeout=60):

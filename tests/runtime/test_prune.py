@@ -30,7 +30,7 @@ from runtime_testkit import (
 )
 
 from helix_dbos import ApprovalResponse, create_sub_agent_tool, define_agent, define_tool
-from helix_dbos.client import admin
+from helix_dbos import admin
 
 TABLES = (
     "runs", "messages", "events", "state_patches", "state_snapshots",

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from helix_dbos import AgentHooks, SessionNotFoundError, StepInfo, Usage, define_agent, define_tool
-from helix_dbos.client import admin
+from helix_dbos import admin
 from runtime_testkit import RESULT_TIMEOUT, call, calls, events, finish, text, unique, usage_rows, use_model
 
 

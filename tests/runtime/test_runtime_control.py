@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from helix_dbos import define_agent
-from helix_dbos.database import libpq_url
+from helix_dbos._database import libpq_url
 from runtime_testkit import (
     RESULT_TIMEOUT,
     Gate,

@@ -16,10 +16,10 @@ import psycopg
 from llm_stub_server import StubLLMServer, openai_stream
 
 from helix_dbos import create_sub_agent_tool, define_agent
-from helix_dbos.database import libpq_url
-from helix_dbos.deltas import DeltaRecord
+from helix_dbos._database import libpq_url
+from helix_dbos._deltas import DeltaRecord
 from helix_dbos.llm import LiteLLMAdapter
-from helix_dbos.store.delta_channels import DeltaPublisher, listen_statement
+from helix_dbos._store.delta_channels import DeltaPublisher, listen_statement
 from helix_dbos.types import LLMConfig
 from runtime_testkit import RESULT_TIMEOUT, Gate, agent, call, calls, family_model, sub, text, unique, use_model
 

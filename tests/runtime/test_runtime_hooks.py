@@ -11,7 +11,7 @@ from dbos import DBOS
 from pydantic import BaseModel
 
 from helix_dbos import AgentHooks, ApprovalResponse, ReadOnlyStateError, ToolContext, define_agent, define_tool
-from helix_dbos.durable import loop
+from helix_dbos._durable import loop
 from helix_dbos.types import AgentResult, StepInfo, ToolResultMessage, Usage
 from runtime_testkit import (
     RESULT_TIMEOUT,

@@ -19,11 +19,11 @@ from helix_dbos import (
     define_agent,
     tool,
 )
-from helix_dbos.client import commands
-from helix_dbos.durable import workflow
-from helix_dbos.durable.payloads import RunRequest, run_workflow_id
-from helix_dbos.store import reads
-from helix_dbos.store.engine import to_json
+from helix_dbos._client import commands
+from helix_dbos._durable import workflow
+from helix_dbos._durable.payloads import RunRequest, run_workflow_id
+from helix_dbos._store import reads
+from helix_dbos._store.engine import to_json
 from helix_dbos.types import AssistantMessage, ParsedToolCall, ToolResultMessage, UserMessage
 from runtime_testkit import (
     RESULT_TIMEOUT,

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from helix_dbos import HelixError, ToolContext, define_agent, define_tool
-from helix_dbos.durable import loop
+from helix_dbos._durable import loop
 from runtime_testkit import (
     RESULT_TIMEOUT,
     assert_paired,

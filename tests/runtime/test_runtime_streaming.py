@@ -165,8 +165,8 @@ def test_a_reader_in_this_process_follows_a_run_live(executor):
 
 READER_SCRIPT = """
 import json, sys
-from helix_dbos.client.streams import follow_events
-from helix_dbos.store.engine import create_engine
+from helix_dbos._client.streams import follow_events
+from helix_dbos._store.engine import create_engine
 
 url, session_id, from_seq = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for event in follow_events(url, session_id, from_seq, engine=create_engine(url), idle_timeout=30):

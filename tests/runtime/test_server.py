@@ -38,10 +38,10 @@ from runtime_testkit import (
 from starlette.requests import Request
 
 from helix_dbos import admin, define_agent, define_tool
-from helix_dbos.database import libpq_url
+from helix_dbos._database import libpq_url
 from helix_dbos.errors import ConfigurationError
 from helix_dbos.server import Forbidden, create_app
-from helix_dbos.store.delta_channels import listen_statement
+from helix_dbos._store.delta_channels import listen_statement
 
 APPS = Path(__file__).resolve().parent.parent / "apps"
 HELIX = Path(sys.executable).with_name("helix-dbos")

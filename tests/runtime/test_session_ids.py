@@ -1,4 +1,4 @@
-"""A session started or forked without an id gets a time-ordered one (helix_dbos/ids.py):
+"""A session started or forked without an id gets a time-ordered one (helix_dbos/_ids.py):
 a version-7 UUID, so a later session's rows go after an earlier one's in every index keyed
 by session id."""
 
@@ -9,7 +9,7 @@ import uuid
 from runtime_testkit import RESULT_TIMEOUT, text, unique, use_model
 
 from helix_dbos import define_agent
-from helix_dbos.client import commands
+from helix_dbos._client import commands
 
 
 def test_sessions_started_or_forked_without_an_id_get_time_ordered_ones(executor):

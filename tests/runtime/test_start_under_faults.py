@@ -36,14 +36,15 @@ from dbos import DBOS, SetWorkflowID
 from pydantic import BaseModel
 
 from helix_dbos import AgentHooks, ApprovalResponse, HelixError, SessionBusyError, ToolContext, define_agent, define_tool
-from helix_dbos.client import admin, commands
-from helix_dbos.client.handle import AgentHandle
-from helix_dbos.client.queues import EnqueuedRun, QueueSettings, RunEnqueuer, register_queue
-from helix_dbos.client.workflows import ClientWorkflows, LocalWorkflows
-from helix_dbos.database import libpq_url
-from helix_dbos.durable.payloads import RunRequest
-from helix_dbos.durable.workflow import agent_run_workflow
-from helix_dbos.store.engine import sqlalchemy_url
+from helix_dbos import admin
+from helix_dbos._client import commands
+from helix_dbos._client.handle import AgentHandle
+from helix_dbos._client.queues import EnqueuedRun, QueueSettings, RunEnqueuer, register_queue
+from helix_dbos._client.workflows import ClientWorkflows, LocalWorkflows
+from helix_dbos._database import libpq_url
+from helix_dbos._durable.payloads import RunRequest
+from helix_dbos._durable.workflow import agent_run_workflow
+from helix_dbos._store.engine import sqlalchemy_url
 from runtime_testkit import RESULT_TIMEOUT, call, calls, rows, text, unique, use_model, user_input, wait_for
 
 T = TypeVar("T")
@@ -58,7 +59,7 @@ STORM_RESULT_TIMEOUT = 120.0
 """Runs of a storm finish late: DBOS backs off on lost connections, and an answer sent while
 DBOS's LISTEN connection was down wakes its waiter at DBOS's next re-check (every 60 s)."""
 RETRY_LOG = "transient database error"
-"""How ``helix_dbos.store.retry.retry_transient`` logs a retry."""
+"""How ``helix_dbos._store.retry.retry_transient`` logs a retry."""
 
 
 # --- the storm --------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The step commit is a plain transaction, not a DBOS step (store/sql/009): calling it again
+"""The step commit is a plain transaction, not a DBOS step (_store/sql/009): calling it again
 for a step its run committed already (what a replay does) writes nothing and answers what
 the first call answered, interrupted or not; a step that is not the next one is refused,
 writing nothing. The SIGKILL between a commit and the next checkpoint is a kill point of
@@ -12,7 +12,7 @@ from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, rows, text, uniqu
 
 from helix_dbos import define_agent
 from helix_dbos.events import StepFinishEvent
-from helix_dbos.store.records import KeyedEvent, StepCommit
+from helix_dbos._store.records import KeyedEvent, StepCommit
 from helix_dbos.types import AssistantMessage
 
 

@@ -41,7 +41,7 @@ from helix_dbos import (
     create_sub_agent_tool,
     define_tool,
 )
-from helix_dbos.durable.payloads import run_workflow_id
+from helix_dbos._durable.payloads import run_workflow_id
 
 
 def workflow_status(session_id: str, run: int = 1) -> str | None:
@@ -65,7 +65,7 @@ def transfer_tool(ledger: list[int]) -> Any:
 
 APPROVE_FROM_ANOTHER_PROCESS = """
 import sys
-from helix_dbos.client import admin
+from helix_dbos import admin
 
 url, session_id, call_id = sys.argv[1:4]
 print(admin.approve(url, session_id, call_id, approver="ops", reason="looks right").status)

@@ -32,8 +32,8 @@ from runtime_testkit import (
 )
 
 from helix_dbos import create_sub_agent_tool
-from helix_dbos.durable.payloads import RunRequest, run_workflow_id
-from helix_dbos.durable.workflow import agent_run_workflow
+from helix_dbos._durable.payloads import RunRequest, run_workflow_id
+from helix_dbos._durable.workflow import agent_run_workflow
 
 SECRET = "the other user's private answer"
 

@@ -1,5 +1,5 @@
 """helix's DBOS config does not ping DBOS's pooled connections before each use
-(``helix_dbos.client.launcher.SYSTEM_DATABASE_ENGINE``): DBOS runs a system-database
+(``helix_dbos._client.launcher.SYSTEM_DATABASE_ENGINE``): DBOS runs a system-database
 operation again when its connection turns out dead. So a run whose process loses every
 connection to the database in the middle of a step still completes, each of its steps
 committed once. tests/faults/ kill connections every 50 ms and restart the server."""
@@ -12,8 +12,8 @@ import psycopg
 from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, rows, text, unique, use_model
 
 from helix_dbos import define_agent
-from helix_dbos.client.launcher import dbos_config
-from helix_dbos.database import libpq_url
+from helix_dbos._client.launcher import dbos_config
+from helix_dbos._database import libpq_url
 
 
 def terminate_other_backends(url: str) -> int:

@@ -1,6 +1,6 @@
 """A tool call's lifetime: a timeout, an interrupt and an abort each end a tool that never
 returns, through ``ctx.abort_signal``; and an abort never makes a resume repeat a tool
-that had finished (its outcome is recorded when it returns, store/sql/006)."""
+that had finished (its outcome is recorded when it returns, _store/sql/006)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from helix_dbos import AbortSignal, AgentDefinitionError, ToolContext, define_agent, define_tool
-from helix_dbos.client import admin
+from helix_dbos import admin
 from runtime_testkit import (
     RESULT_TIMEOUT,
     assert_paired,

@@ -1,4 +1,4 @@
-"""The watcher of running tool calls (``durable/tool_execution/watch.py``) waits before its first
+"""The watcher of running tool calls (``_durable/tool_execution/watch.py``) waits before its first
 read: a call that ends within ``POLL_SECONDS`` costs no read of the runs, and a call that
 runs longer is still told, within about one interval, that its run no longer holds the
 session."""
@@ -12,8 +12,8 @@ from contextlib import contextmanager
 import sqlalchemy as sa
 from runtime_testkit import wait_for
 
-from helix_dbos.durable.tool_execution.watch import POLL_SECONDS, RunWatch
-from helix_dbos.store.engine import create_engine
+from helix_dbos._durable.tool_execution.watch import POLL_SECONDS, RunWatch
+from helix_dbos._store.engine import create_engine
 from helix_dbos.tools import AbortSignal
 
 

@@ -1,4 +1,4 @@
-"""Text Postgres cannot store (NUL, lone surrogates), at every boundary (helix_dbos/text.py).
+"""Text Postgres cannot store (NUL, lone surrogates), at every boundary (helix_dbos/_text.py).
 
 Text a run produces (the model's text, tool-call ids and arguments, tool results and
 errors, state values, events) is stored with each such character replaced by U+FFFD, and
@@ -209,7 +209,7 @@ def test_unstorable_session_ids_and_operator_arguments_are_refused(executor: Any
     handle = executor.execute(agent, "hi")
     completed(handle)
     with pytest.raises(UnstorableTextError, match="new_session_id"):
-        from helix_dbos.client import admin
+        from helix_dbos import admin
 
         admin.fork(executor.database_url, handle.session_id, 1, new_session_id=f"f{NUL}")
 

@@ -27,8 +27,8 @@ from dbos import DBOS
 from pydantic import BaseModel
 
 from helix_dbos import DBOSAgentExecutor, MockLLMAdapter, define_agent, tool
-from helix_dbos.database import libpq_url
-from helix_dbos.client.launcher import dbos_config
+from helix_dbos._database import libpq_url
+from helix_dbos._client.launcher import dbos_config
 from helix_dbos.types import AssistantMessage, Message, ToolCallsStepResult, ToolSpec
 
 URL = os.environ["HELIX_SCALEOUT_URL"]

@@ -24,10 +24,10 @@ from typing import Any
 import httpx
 import pytest
 
-from helix_dbos.store.migrations import migrate
+from helix_dbos._store.migrations import migrate
 
 APPS = Path(__file__).resolve().parents[1] / "apps"
-CLI = "from helix_dbos.cli import main; main()"
+CLI = "from helix_dbos._cli import main; main()"
 TIMEOUT = 60.0
 
 

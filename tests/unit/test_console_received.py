@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 
 from helix_dbos.server.console.received import call_notes, status_note
-from helix_dbos.store.records import AnswerRecord, PendingToolCall, RunRecord
+from helix_dbos._store.records import AnswerRecord, PendingToolCall, RunRecord
 
 AT = datetime(2026, 1, 2, 9, 41, 7, tzinfo=timezone.utc)
 WAITER = "helix:s1:run:1:wait:2"

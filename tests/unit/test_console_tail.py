@@ -6,7 +6,7 @@ import doctest
 from datetime import datetime, timezone
 
 from helix_dbos.server.console import tail
-from helix_dbos.store.records import EventRecord
+from helix_dbos._store.records import EventRecord
 
 AT = datetime(2026, 1, 2, 9, 41, 7, tzinfo=timezone.utc)
 

@@ -1,7 +1,7 @@
 """helix names DBOS's tables in one module only, and docs/architecture.md lists each one.
 
 DBOS promises its Python API, not its tables: every ``dbos.<table>`` a statement of helix's
-names is a place a DBOS upgrade can break. They are all in ``store/dbos_tables.py``, which
+names is a place a DBOS upgrade can break. They are all in ``_store/dbos_tables.py``, which
 ``migrate`` pairs with the DBOS schema versions helix was tested with."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "helix_dbos"
-DOCUMENTED_MODULES = {"helix_dbos/store/dbos_tables.py"}
+DOCUMENTED_MODULES = {"helix_dbos/_store/dbos_tables.py"}
 DBOS_TABLE = re.compile(r'(?<![\w.])(?<!import )(?<!from )"?dbos"?\."?([a-z][a-z_]*)')
 """``dbos.<table>`` or ``"dbos"."<table>"``; not ``helix_dbos.x``, ``dbos._x``, ``dbos.DBOS`` or an import."""
 
@@ -19,7 +19,7 @@ DBOS_TABLE = re.compile(r'(?<![\w.])(?<!import )(?<!from )"?dbos"?\."?([a-z][a-z
 def dbos_tables_named(text: str) -> set[str]:
     """The ``dbos.*`` tables ``text`` names (``dbos._x`` and ``dbos.DBOS`` are Python).
 
-    >>> sorted(dbos_tables_named('SELECT 1 FROM dbos.workflow_status, "dbos"."notifications"; helix_dbos.store'))
+    >>> sorted(dbos_tables_named('SELECT 1 FROM dbos.workflow_status, "dbos"."notifications"; helix_dbos._store'))
     ['notifications', 'workflow_status']
     """
     return set(DBOS_TABLE.findall(text))
@@ -28,7 +28,7 @@ def dbos_tables_named(text: str) -> set[str]:
 def test_the_regex_finds_what_it_should() -> None:
     assert dbos_tables_named('SELECT 1 FROM dbos.workflow_status, "dbos"."notifications"') == {
         "workflow_status", "notifications"}
-    assert dbos_tables_named("from helix_dbos.store import reads; from dbos._utils import x; DBOS.launch()") == set()
+    assert dbos_tables_named("from helix_dbos._store import reads; from dbos._utils import x; DBOS.launch()") == set()
     assert dbos_tables_named("import dbos.cli\nfrom dbos.cli import app") == set()
 
 
@@ -39,7 +39,7 @@ def test_no_module_outside_the_documented_ones_names_a_dbos_table() -> None:
         if str(path.relative_to(ROOT)) not in DOCUMENTED_MODULES
         and (found := dbos_tables_named(path.read_text(encoding="utf-8")))
     }
-    assert outside == set(), "DBOS's tables are named only in store/dbos_tables.py (see docs/architecture.md)"
+    assert outside == set(), "DBOS's tables are named only in _store/dbos_tables.py (see docs/architecture.md)"
 
 
 def test_architecture_lists_every_dbos_table_helix_touches() -> None:

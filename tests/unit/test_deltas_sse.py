@@ -8,9 +8,9 @@ from datetime import datetime, timezone
 import pytest
 
 from helix_dbos import InvalidLastEventIdError
-from helix_dbos.deltas import NOTIFY_PAYLOAD_LIMIT, DeltaRecord, split_to_fit
+from helix_dbos._deltas import NOTIFY_PAYLOAD_LIMIT, DeltaRecord, split_to_fit
 from helix_dbos.sse import KEEPALIVE, encode, resume_from
-from helix_dbos.store.records import EventRecord
+from helix_dbos._store.records import EventRecord
 
 
 def record(text: str, **fields: object) -> DeltaRecord:

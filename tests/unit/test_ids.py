@@ -1,4 +1,4 @@
-"""New session ids (helix_dbos/ids.py): version-7 UUIDs whose first 48 bits are the time
+"""New session ids (helix_dbos/_ids.py): version-7 UUIDs whose first 48 bits are the time
 in milliseconds, so a later session's id sorts after an earlier one's."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import doctest
 import time
 import uuid
 
-from helix_dbos import ids
-from helix_dbos.ids import new_session_id
+from helix_dbos import _ids as ids
+from helix_dbos._ids import new_session_id
 
 
 def test_the_docstring_example_holds() -> None:

@@ -4,6 +4,8 @@ name resolves; the exception tree has one root; the operator API is ``helix_dbos
 from __future__ import annotations
 
 import inspect
+import re
+from pathlib import Path
 
 import helix_dbos
 from helix_dbos import errors
@@ -44,6 +46,38 @@ def test_the_state_and_llm_errors_are_helix_errors_too() -> None:
 
 def test_the_operator_api_is_importable_from_the_top() -> None:
     from helix_dbos import admin
-    from helix_dbos.client import admin as client_admin
 
-    assert admin.__all__ == client_admin.__all__ and admin.list_pending is client_admin.list_pending
+    assert admin.__all__ and all(callable(getattr(admin, name)) for name in admin.__all__)
+    assert helix_dbos.admin is admin
+
+
+ROOT = Path(__file__).resolve().parents[2]
+PRIVATE_IMPORT = re.compile(r"helix_dbos\._[a-z]")
+
+
+def test_what_users_read_imports_public_modules_only() -> None:
+    """The README, the docs a user reads and the examples name no private module
+    (``helix_dbos._client``...); the contributors' pages may."""
+    readable = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "examples").rglob("*.py")]
+    contributors = {ROOT / "docs" / "architecture.md", ROOT / "docs" / "development.md"}
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in readable if path not in contributors
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if PRIVATE_IMPORT.search(line)
+    ]
+    assert found == []
+
+
+def test_the_public_modules_are_the_documented_ones() -> None:
+    """Each exported name comes from a module that exists; the implementation modules are
+    private (a leading underscore) and the public ones are the documented homes."""
+    public_modules = {"helix_dbos.agents", "helix_dbos.answers", "helix_dbos.companions", "helix_dbos.errors",
+                      "helix_dbos.events", "helix_dbos.llm", "helix_dbos.orchestration", "helix_dbos.remote",
+                      "helix_dbos.subagents", "helix_dbos.tools", "helix_dbos.types"}
+    for name, module in helix_dbos._EXPORTS.items():
+        assert module in public_modules or module.split(".")[1].startswith("_"), (name, module)
+    top = {p.stem for p in (ROOT / "helix_dbos").iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    public = {m for m in top if not m.startswith("_")}
+    assert public == {"admin", "agents", "answers", "companions", "demo", "errors", "events", "llm", "observability",
+                      "orchestration", "remote", "server", "sse", "state", "subagents", "tools", "types"}

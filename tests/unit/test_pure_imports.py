@@ -9,8 +9,8 @@ FORBIDDEN = ("dbos", "psycopg", "litellm", "sqlalchemy")
 PROBE = f"""
 import sys
 import helix_dbos.orchestration, helix_dbos.agents, helix_dbos.tools, helix_dbos.state
-import helix_dbos.types, helix_dbos.errors, helix_dbos.events, helix_dbos.answers, helix_dbos.subagents, helix_dbos.text
-import helix_dbos.deltas, helix_dbos.sse, helix_dbos.ui_stream
+import helix_dbos.types, helix_dbos.errors, helix_dbos.events, helix_dbos.answers, helix_dbos.subagents, helix_dbos._text
+import helix_dbos._deltas, helix_dbos.sse, helix_dbos._ui_stream
 loaded = sorted({{name.split(".")[0] for name in sys.modules}} & set({FORBIDDEN!r}))
 print(",".join(loaded))
 """
@@ -37,8 +37,8 @@ def test_probe_detects_an_io_import():
 
 
 LAYER_PROBE = """
-import sys, helix_dbos.durable.workflow, helix_dbos.store.writes, helix_dbos.store.reads
-print(",".join(sorted(m for m in sys.modules if m.startswith(("helix_dbos.client", "helix_dbos.cli", "helix_dbos.server")))))
+import sys, helix_dbos._durable.workflow, helix_dbos._store.writes, helix_dbos._store.reads
+print(",".join(sorted(m for m in sys.modules if m.startswith(("helix_dbos._client", "helix_dbos._cli", "helix_dbos.server")))))
 """
 
 
@@ -49,7 +49,7 @@ def test_the_workflow_side_and_the_store_never_import_the_client_side():
 
 
 SERVER_PROBE = """
-import sys, helix_dbos, helix_dbos.client.executor, helix_dbos.client.admin, helix_dbos.cli.main
+import sys, helix_dbos, helix_dbos._client.executor, helix_dbos.admin, helix_dbos._cli.main
 print(",".join(sorted({m.split(".")[0] for m in sys.modules} & {"starlette", "uvicorn"})
                + [m for m in sys.modules if m.startswith("helix_dbos.server")]))
 """

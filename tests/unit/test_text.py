@@ -1,4 +1,4 @@
-"""The rule for text Postgres cannot store (helix_dbos/text.py): what counts as
+"""The rule for text Postgres cannot store (helix_dbos/_text.py): what counts as
 unstorable, where it is found, how a run's own text is made storable, and how caller
 text is refused."""
 
@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import helix_dbos
-from helix_dbos import text
+from helix_dbos import _text as text
 from helix_dbos.errors import HelixError, UnstorableTextError
-from helix_dbos.text import REPLACEMENT, Unstorable, find_unstorable, require_storable, storable
+from helix_dbos._text import REPLACEMENT, Unstorable, find_unstorable, require_storable, storable
 
 # Any code point, surrogates and NUL included, so the strategies reach every case.
 chars = st.characters(codec=None, exclude_categories=())

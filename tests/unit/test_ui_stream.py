@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from helix_dbos.deltas import DeltaRecord
-from helix_dbos.ui_stream import Record, UIMessageStream, encode
+from helix_dbos._deltas import DeltaRecord
+from helix_dbos._ui_stream import Record, UIMessageStream, encode
 
 
 def ev(seq: int, type: str, step: int = 1, run: int = 1, **data: Any) -> Record:

@@ -16,8 +16,8 @@ import time
 
 from dbos import DBOS
 
-from helix_dbos.client import dbos_internals
-from helix_dbos.client.launcher import dbos_config
+from helix_dbos._client import dbos_internals
+from helix_dbos._client.launcher import dbos_config
 
 URL, ROLE = sys.argv[1], sys.argv[2]
 

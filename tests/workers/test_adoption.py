@@ -19,8 +19,8 @@ import time
 import psycopg
 import pytest
 
-from helix_dbos.client.queues import RunEnqueuer
-from helix_dbos.database import libpq_url
+from helix_dbos._client.queues import RunEnqueuer
+from helix_dbos._database import libpq_url
 from worker_kit import CLI, Proc, start_worker, until
 
 RUNS = 12

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helix_dbos.client.queues import EnqueuedRun, RunEnqueuer
+from helix_dbos._client.queues import EnqueuedRun, RunEnqueuer
 from worker_kit import Proc, until
 
 APP = str(Path(__file__).resolve().parent.parent / "scaleout" / "app_process.py")

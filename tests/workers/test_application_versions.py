@@ -16,7 +16,7 @@ from typing import Callable
 import psycopg
 
 from helix_dbos import application_version
-from helix_dbos.database import libpq_url
+from helix_dbos._database import libpq_url
 
 APPS = Path(__file__).resolve().parents[1] / "apps"
 HELIX = Path(sys.executable).with_name("helix-dbos")

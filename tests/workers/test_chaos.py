@@ -16,8 +16,8 @@ import time
 
 import psycopg
 
-from helix_dbos.client.queues import RunEnqueuer
-from helix_dbos.database import libpq_url
+from helix_dbos._client.queues import RunEnqueuer
+from helix_dbos._database import libpq_url
 from worker_kit import Proc, start_worker, until
 
 SESSIONS = 100

@@ -1,4 +1,4 @@
-"""What helix needs of DBOS that DBOS has no public API for (``helix_dbos.client.dbos_internals``),
+"""What helix needs of DBOS that DBOS has no public API for (``helix_dbos._client.dbos_internals``),
 checked against the installed DBOS in real processes. A DBOS upgrade that changes any of
 these fails here, by name, instead of stranding runs in production."""
 

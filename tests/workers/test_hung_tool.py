@@ -19,13 +19,13 @@ from pathlib import Path
 
 import psycopg
 
-from helix_dbos.client import admin
-from helix_dbos.client.queues import RunEnqueuer
-from helix_dbos.database import libpq_url
-from helix_dbos.store.migrations import migrate
+from helix_dbos import admin
+from helix_dbos._client.queues import RunEnqueuer
+from helix_dbos._database import libpq_url
+from helix_dbos._store.migrations import migrate
 
 APP_DIR = Path(__file__).resolve().parents[1] / "apps"
-CLI = "from helix_dbos.cli import main; main()"
+CLI = "from helix_dbos._cli import main; main()"
 EXIT_BOUND = 60.0
 """Seconds the worker may take to exit after SIGTERM (generous: speed is not asserted)."""
 

@@ -19,8 +19,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from helix_dbos.client.queues import QueueSettings, RateLimit, RunEnqueuer
-from helix_dbos.database import libpq_url
+from helix_dbos._client.queues import QueueSettings, RateLimit, RunEnqueuer
+from helix_dbos._database import libpq_url
 from helix_dbos.errors import SessionBusyError
 from worker_kit import CLI, WORK_SECONDS, Proc, start_worker
 from worker_kit import until as poll_until
@@ -195,7 +195,7 @@ def test_execute_with_a_queue_enqueues_and_the_rate_limit_holds(executor):
     from dbos import DBOS
 
     from helix_dbos import MockLLMAdapter, define_agent
-    from helix_dbos.client.queues import register_queue
+    from helix_dbos._client.queues import register_queue
     from helix_dbos.types import TextStepResult
 
     name = f"inproc-{uuid.uuid4().hex[:8]}"

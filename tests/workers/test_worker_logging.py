@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from helix_dbos import RunEnqueuer
-from helix_dbos.store.migrations import migrate
+from helix_dbos._store.migrations import migrate
 
 CLI = Path(sys.executable).parent / "helix-dbos"
 STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"

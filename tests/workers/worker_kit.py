@@ -21,11 +21,11 @@ from typing import IO, Any
 import psycopg
 import pytest
 
-from helix_dbos.database import libpq_url
-from helix_dbos.store.migrations import migrate
+from helix_dbos._database import libpq_url
+from helix_dbos._store.migrations import migrate
 
 APP_DIR = Path(__file__).resolve().parent.parent / "scaleout"
-CLI = "from helix_dbos.cli import main; main()"
+CLI = "from helix_dbos._cli import main; main()"
 WORK_SECONDS = 0.4
 
 INTERVALS_SQL = """

@@ -20,7 +20,7 @@ import secrets as _secrets
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from helix_dbos.client.executor import DBOSAgentExecutor
+from helix_dbos._client.executor import DBOSAgentExecutor
 from helix_dbos.server.console import pages
 from helix_dbos.server.console.csrf import CsrfGuard, CsrfRejected
 

@@ -30,17 +30,18 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response, S
 from starlette.templating import Jinja2Templates
 
 from helix_dbos.answers import ApprovalResponse, ClientToolResult, ToolAnswer
-from helix_dbos.client import admin, commands
-from helix_dbos.client.commands import SessionDetail
-from helix_dbos.client.executor import DBOSAgentExecutor
+from helix_dbos import admin
+from helix_dbos._client import commands
+from helix_dbos._client.commands import SessionDetail
+from helix_dbos._client.executor import DBOSAgentExecutor
 from helix_dbos.errors import HelixError, InvalidToolResultError
 from helix_dbos.server.console.csrf import FIELD, CsrfGuard
 from helix_dbos.server.console.received import Received, call_notes, received_answers, status_note
 from helix_dbos.server.console.tail import tail_frames
 from helix_dbos.server.routes import require_known
 from helix_dbos.sse import resume_from
-from helix_dbos.store import async_reads
-from helix_dbos.store.records import SessionRecord
+from helix_dbos._store import async_reads
+from helix_dbos._store.records import SessionRecord
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
 
 FLASH = "helix_flash"

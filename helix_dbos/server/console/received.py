@@ -13,7 +13,7 @@ Answering a call records the answer at once, but the call stays pending, and its
 The session page shows each answered call with a note from :func:`call_notes` and, when
 every call its session waits for is answered, a note beside its stale status from
 :func:`status_note`; its live tail marks a call settled when the call's ``tool_result``
-arrives. Everything here reads what :func:`~helix_dbos.client.commands.session_detail`
+arrives. Everything here reads what :func:`~helix_dbos._client.commands.session_detail`
 read already (the pending calls and the runs with their DBOS workflow's status), and
 the answers (``async_reads.answers``, one read per session not read yet).
 """
@@ -25,8 +25,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from helix_dbos.store import async_reads
-from helix_dbos.store.records import AnswerRecord, PendingToolCall, RunRecord
+from helix_dbos._store import async_reads
+from helix_dbos._store.records import AnswerRecord, PendingToolCall, RunRecord
 
 Received = dict[tuple[str, str], AnswerRecord]
 """Answers recorded for calls still pending, by ``(session, tool call)``."""

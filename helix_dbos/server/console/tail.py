@@ -24,10 +24,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from helix_dbos.client.live import CAUGHT_UP, IDLE, LiveStreams
+from helix_dbos._client.live import CAUGHT_UP, IDLE, LiveStreams
 from helix_dbos.events import compact
 from helix_dbos.sse import KEEPALIVE
-from helix_dbos.store.records import EventRecord
+from helix_dbos._store.records import EventRecord
 
 KEEPALIVE_SECONDS = 15.0
 

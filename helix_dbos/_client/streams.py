@@ -1,0 +1,130 @@
+"""Follow a session's durable event stream from any process, woken by LISTEN/NOTIFY, and,
+on request, its token deltas as they are generated.
+
+Events are rows of ``helix.events``,
+written as they happen (a step's ``step_start`` before its model call, a tool's result
+when the tool ends: docs/architecture.md, "The durable event stream"); a trigger sends ``NOTIFY helix_events, '<session id>'``. A reader
+blocks on the notification and reads what is new, so it never busy-polls. Deltas are never
+stored: the LLM step publishes each on the session's own channel
+(``helix_dbos._store.delta_channels``), and a reader with ``deltas=True`` LISTENs there too and
+yields them, in the order they were published, between the durable events::
+
+    >>> for item in follow_events(url, "s1", engine=engine, deltas=True):   # doctest: +SKIP
+    ...     if item.type == "delta":
+    ...         print(item.text, end="")                  # no seq: never stored
+    ...     else:
+    ...         print(item.seq, item.type, item.data)
+
+A reader that starts late sees only the deltas published after it started; the durable
+``text`` and ``tool_call`` events still carry the whole message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Generator, Iterator
+
+import psycopg
+import sqlalchemy as sa
+from pydantic import ValidationError
+
+from helix_dbos._database import libpq_url
+from helix_dbos._deltas import DeltaRecord
+from helix_dbos.events import RUN_END_EVENTS
+from helix_dbos._store import reads
+from helix_dbos._store.delta_channels import delta_channel, listen_statement
+from helix_dbos._store.records import EventRecord
+
+_SAFETY_WAKEUP_SECONDS = 5.0
+_EVENTS_CHANNEL = "helix_events"
+_PAGE = 1000
+
+
+def follow_events(
+    database_url: str,
+    session_id: str,
+    from_seq: int = 0,
+    *,
+    engine: sa.Engine,
+    follow: bool = True,
+    until_run_end: bool = True,
+    idle_timeout: float | None = None,
+    deltas: bool = False,
+) -> Iterator[EventRecord | DeltaRecord]:
+    """Yield the session's events with ``seq >= from_seq`` in order, and with ``deltas``
+    the token deltas published while following (:class:`DeltaRecord`, without ``seq``).
+
+    With ``follow`` it waits for new ones; with ``until_run_end`` it returns after an
+    event that ends a run (``finish``, ``error``, ``interrupted``, ``aborted``).
+    ``idle_timeout`` returns after that many seconds without a new event or delta.
+    """
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as listener:
+        listener.execute(f"LISTEN {_EVENTS_CHANNEL}")
+        if deltas:
+            listener.execute(listen_statement(session_id))
+        notes: deque[psycopg.Notify] = deque()
+        last = from_seq - 1
+        while True:
+            with engine.connect() as conn:
+                batch = reads.events_after(conn, session_id, last, limit=_PAGE)
+            for event in batch:
+                last = event.seq
+                yield event
+                if until_run_end and event.type in RUN_END_EVENTS:
+                    return
+            if len(batch) == _PAGE:
+                continue  # more were written already
+            if not follow:
+                return
+            woken = yield from _deltas_until_new_events(listener, notes, session_id, idle_timeout)
+            if not woken:
+                return
+
+
+def _deltas_until_new_events(
+    listener: psycopg.Connection, notes: deque[psycopg.Notify], session_id: str, idle_timeout: float | None
+) -> Generator[DeltaRecord, None, bool]:
+    """Yield the deltas that arrive, in order, until the notification that new events of
+    the session are committed (True: read them now) or ``idle_timeout`` passes (False).
+
+    Notifications reach a listener in commit order, so the deltas an LLM step published
+    before its commit are all yielded before the events of that commit are read.
+    """
+    channel = delta_channel(session_id)
+    while True:
+        if not notes and not _wait_for(listener, notes, session_id, idle_timeout):
+            return False
+        if not notes:
+            return True  # the periodic wake-up: look at the table anyway
+        note = notes.popleft()
+        if note.channel == _EVENTS_CHANNEL:
+            return True
+        if note.channel == channel:
+            try:
+                yield DeltaRecord.from_payload(note.payload)
+            except ValidationError:
+                continue  # not ours: someone else notified on the channel
+
+
+def _wait_for(
+    listener: psycopg.Connection, notes: deque[psycopg.Notify], session_id: str, idle_timeout: float | None
+) -> bool:
+    """Block until a notification for the session (added to ``notes``) or a periodic
+    wake-up (True), or until ``idle_timeout`` passes without one (False). Notes already
+    waiting count at once; other sessions' event notifications are dropped."""
+    if notes:
+        return True
+    deadline = None if idle_timeout is None else time.monotonic() + idle_timeout
+    while True:
+        wait = _SAFETY_WAKEUP_SECONDS
+        if deadline is not None:
+            wait = min(wait, deadline - time.monotonic())
+            if wait <= 0:
+                return False
+        notes.extend(
+            note for note in listener.notifies(timeout=wait, stop_after=1)
+            if note.channel != _EVENTS_CHANNEL or note.payload == session_id
+        )
+        if notes or deadline is None:
+            return True

@@ -1,0 +1,100 @@
+"""Running a step's tools: classification, phase 1 in parallel, phase 2 in order.
+
+Every tool call is one DBOS step. Parallel calls get their step ids reserved in call order
+before any of them runs, so a replay finds each checkpoint at the same position whatever
+order they finished in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dbos import DBOS
+
+from helix_dbos._durable.payloads import ToolOutcome, call_digest, tool_outcome
+from helix_dbos._durable.runtime import RunScope, current_runtime
+from helix_dbos._durable.streaming import StepEvents, outcome_events
+from helix_dbos._durable.tool_execution.call import run_tool
+from helix_dbos.types import FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, ParsedSubAgentCall, ParsedToolCall
+
+
+@dataclass
+class Classified:
+    """A step's calls by how they run."""
+
+    regular: list[ParsedToolCall] = field(default_factory=list)
+    finishers: list[ParsedToolCall] = field(default_factory=list)
+    unknown: list[ParsedToolCall] = field(default_factory=list)
+    children: list[ParsedSubAgentCall] = field(default_factory=list)
+    companions: list[ParsedToolCall] = field(default_factory=list)
+
+
+def classify(scope: RunScope, calls: list[ParsedToolCall]) -> Classified:
+    """Regular tools (phase 1), finishWith tools (phase 2), unknown names, sub-agent calls,
+    companion tool calls (their own phase)."""
+    found = Classified()
+    for call in calls:
+        tool = scope.agent.get_tool(call.name)
+        if tool is None and call.name.startswith(SUB_AGENT_TOOL_PREFIX) or tool is not None and tool.is_sub_agent:
+            agent_type = call.name.removeprefix(SUB_AGENT_TOOL_PREFIX)
+            found.children.append(
+                ParsedSubAgentCall(id=call.id, agent_type=agent_type, input=call.arguments, parse_error=call.parse_error)
+            )
+        elif tool is None or tool.name == FINISH_TOOL_NAME:
+            found.unknown.append(call)
+        elif tool.companion:
+            found.companions.append(call)
+        elif tool.finish_with:
+            found.finishers.append(call)
+        else:
+            found.regular.append(call)
+    return found
+
+
+def start_parallel(
+    scope: RunScope, step_no: int, calls: list[ParsedToolCall], base_state: Any, events: StepEvents
+) -> Awaitable[list[ToolOutcome]]:
+    """Start calls concurrently under the agent's cap; their step ids are reserved now, in call order."""
+    reservations = [DBOS.reserve_step() for _ in calls]
+    limit = asyncio.Semaphore(max(1, scope.agent.max_tool_concurrency))
+
+    async def run_one(reservation: Any, call: ParsedToolCall) -> ToolOutcome:
+        async with limit:
+            return await _checkpointed(scope, step_no, call, reservation.run_async, base_state, events)
+
+    return asyncio.gather(*(run_one(r, call) for r, call in zip(reservations, calls)))
+
+
+async def run_tool_step(
+    scope: RunScope, step_no: int, call: ParsedToolCall, base_state: Any, events: StepEvents
+) -> ToolOutcome:
+    """One tool, as one DBOS step, now."""
+    return await _checkpointed(scope, step_no, call, DBOS.run_step_async, base_state, events)
+
+
+async def _checkpointed(
+    scope: RunScope,
+    step_no: int,
+    call: ParsedToolCall,
+    run_step: Callable[..., Awaitable[Any]],
+    base_state: Any,
+    events: StepEvents,
+) -> ToolOutcome:
+    """The call's tool step, run with ``run_step``; its outcome is recorded when DBOS does
+    not save the step's checkpoint (``_durable/tool_execution/held_outcomes.py``). Its events (what the tool
+    emitted, then its result) are published once the checkpoint is saved, so the stream
+    holds the checkpointed outcome, never one a crash made the step run again for."""
+    key = (scope.session_id, step_no, call.id, call_digest(call))
+    held = current_runtime().outcomes
+    try:
+        checkpoint = await run_step({"name": f"tool:{call.name}"}, run_tool, scope.job(step_no, call, base_state))
+    except BaseException:
+        held.unsaved(key)  # rare (an aborted run): a blocking insert, on the loop
+        raise
+    held.saved(key)
+    outcome = tool_outcome(call, checkpoint)
+    events.publish(outcome_events(outcome))
+    return outcome

@@ -1,0 +1,390 @@
+"""Reads of the ``helix`` schema. Every function takes an open SQLAlchemy connection.
+
+Messages, patches and snapshots are append-only, so "the transcript before message
+``seq``" and "the state at step ``n``" never change once written. The workflow relies
+on that: it reads them outside a DBOS step and still replays deterministically.
+
+    >>> with engine.connect() as conn:                      # doctest: +SKIP
+    ...     state = load_state(conn, "s1", at_step=3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import jsonpatch
+import sqlalchemy as sa
+
+from helix_dbos._store import dbos_tables
+from helix_dbos._store.records import (
+    AnswerRecord,
+    EventRecord,
+    PendingToolCall,
+    RunRecord,
+    SessionRecord,
+    TranscriptEntry,
+    UsageSummary,
+    WorkflowPlacement,
+)
+from helix_dbos.types import Message, MessageAdapter
+
+_SESSION_ROWS = (
+    "SELECT s.id, s.agent_name, s.status, s.step_count, s.run_count, s.message_count, s.event_seq, s.output,"
+    " s.error, s.stop_reason, s.interrupt_requested, p.id AS parent_session_id, s.parent_tool_call_id,"
+    " r.id AS root_session_id, s.created_at, s.updated_at"
+    " FROM helix.sessions s JOIN helix.sessions r ON r.num = s.root_session_num"
+    " LEFT JOIN helix.sessions p ON p.num = s.parent_session_num"
+)
+"""Session rows as :class:`SessionRecord` reads them: the parent's and the root's ids by
+their numbers."""
+
+
+def session_num(param: str = "id") -> str:
+    """SQL for the number of session ``:param`` (NULL when there is none), by which every
+    helix table names a session."""
+    return f"(SELECT num FROM helix.sessions WHERE id = :{param})"
+
+
+_SESSION_NUM = f"session_num = {session_num()}"
+
+
+SESSION_ROW = sa.text(f"{_SESSION_ROWS} WHERE s.id = :id")
+
+
+def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | None:
+    """The session's row (no transcript or state), or None."""
+    row = conn.execute(SESSION_ROW, {"id": session_id}).mappings().first()
+    return SessionRecord.model_validate(dict(row)) if row else None
+
+
+def sessions_query(status: str | None) -> sa.TextClause:
+    """The statement of :func:`list_sessions` (parameters ``status`` and ``limit``)."""
+    where = "WHERE s.status = :status" if status else ""
+    return sa.text(f"{_SESSION_ROWS} {where} ORDER BY s.updated_at DESC LIMIT :limit")
+
+
+def list_sessions(conn: sa.Connection, limit: int = 50, status: str | None = None) -> list[SessionRecord]:
+    """Most recently updated sessions first."""
+    rows = conn.execute(sessions_query(status), {"status": status, "limit": limit}).mappings()
+    return [SessionRecord.model_validate(dict(r)) for r in rows]
+
+
+DESCENDANT_SESSIONS = sa.text(
+    "WITH RECURSIVE tree(num, path) AS ("
+    "  SELECT num, ARRAY[created_at::text, id] FROM helix.sessions"
+    f"  WHERE parent_session_num = {session_num()}"
+    "  UNION ALL SELECT s.num, t.path || ARRAY[s.created_at::text, s.id]"
+    "  FROM helix.sessions s JOIN tree t ON s.parent_session_num = t.num)"
+    f" {_SESSION_ROWS} JOIN tree ON tree.num = s.num ORDER BY tree.path"
+)
+"""The statement of :func:`list_descendant_sessions` (parameter ``id``)."""
+
+
+def list_descendant_sessions(conn: sa.Connection, session_id: str) -> list[SessionRecord]:
+    """Every session started below ``session_id`` by sub-agent calls, depth first (each
+    parent before its children, siblings in the order they were created)."""
+    rows = conn.execute(DESCENDANT_SESSIONS, {"id": session_id}).mappings()
+    return [SessionRecord.model_validate(dict(r)) for r in rows]
+
+
+ACTIVE_TREE = sa.text(
+    "WITH RECURSIVE tree(num, id, depth) AS ("
+    "  SELECT num, id, 0 FROM helix.sessions WHERE id = :id"
+    "  UNION ALL SELECT s.num, s.id, t.depth + 1 FROM helix.sessions s JOIN tree t ON s.parent_session_num = t.num)"
+    " SELECT t.id FROM tree t JOIN helix.sessions s ON s.num = t.num"
+    " WHERE s.status = ANY (helix.active_statuses()) ORDER BY t.depth, t.id"
+)
+"""The statement of :func:`active_tree` (parameter ``id``)."""
+
+
+def active_tree(conn: sa.Connection, session_id: str) -> list[str]:
+    """The session and its descendant sub-agent sessions that are running, parents first."""
+    return [r[0] for r in conn.execute(ACTIVE_TREE, {"id": session_id})]
+
+
+def load_messages(conn: sa.Connection, session_id: str, before_seq: int | None = None) -> list[Message]:
+    """The transcript in order; only messages with ``seq < before_seq`` when given."""
+    rows = conn.execute(
+        sa.text(
+            f"SELECT message FROM helix.messages WHERE {_SESSION_NUM}"
+            " AND (CAST(:before AS integer) IS NULL OR seq < :before) ORDER BY seq"
+        ),
+        {"id": session_id, "before": before_seq},
+    )
+    return [MessageAdapter.validate_python(r[0]) for r in rows]
+
+
+def load_messages_since_last_assistant(conn: sa.Connection, session_id: str) -> list[Message]:
+    """The tail of the transcript from its last assistant message on (for the finish heal)."""
+    rows = conn.execute(
+        sa.text(
+            f"SELECT message FROM helix.messages WHERE {_SESSION_NUM} AND seq >= COALESCE("
+            f"(SELECT seq FROM helix.messages WHERE {_SESSION_NUM} AND message->>'role' = 'assistant'"
+            " ORDER BY seq DESC LIMIT 1), 0) ORDER BY seq"
+        ),
+        {"id": session_id},
+    )
+    return [MessageAdapter.validate_python(r[0]) for r in rows]
+
+
+STATE_SNAPSHOT = sa.text(
+    f"SELECT step, state FROM helix.state_snapshots WHERE {_SESSION_NUM}"
+    " AND (CAST(:at AS integer) IS NULL OR step <= :at) ORDER BY step DESC LIMIT 1"
+)
+"""The latest state snapshot at or before step ``:at`` (NULL: the latest) of session ``:id``."""
+
+STATE_PATCHES = sa.text(
+    f"SELECT patch FROM helix.state_patches WHERE {_SESSION_NUM} AND step > :from"
+    " AND (CAST(:at AS integer) IS NULL OR step <= :at) ORDER BY step, part"
+)
+"""The state patches of session ``:id`` after step ``:from`` up to step ``:at`` (NULL: all), in order."""
+
+
+def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None) -> dict[str, Any]:
+    """The custom state after step ``at_step`` (default: the latest), rebuilt from the
+    latest snapshot at or before it and the patches after: each step's commit patch (part
+    0), then what its post-commit hooks wrote (part 1)."""
+    snap = conn.execute(STATE_SNAPSHOT, {"id": session_id, "at": at_step}).first()
+    if snap is None:
+        return {}
+    patches = conn.execute(STATE_PATCHES, {"id": session_id, "from": snap[0], "at": at_step}).scalars()
+    return replay_state(snap[1], patches)
+
+
+def replay_state(snapshot: dict[str, Any], patches: Iterable[Any]) -> dict[str, Any]:
+    """``snapshot`` with ``patches`` (RFC 6902, rows of :data:`STATE_PATCHES`) applied in order.
+
+    >>> replay_state({"n": 1}, [[{"op": "replace", "path": "/n", "value": 2}]])
+    {'n': 2}
+    """
+    state = snapshot
+    for patch in patches:
+        state = jsonpatch.apply_patch(state, patch, in_place=True)
+    return state
+
+
+def list_runs(conn: sa.Connection, session_id: str) -> list[RunRecord]:
+    """The session's runs, each with its DBOS workflow's status, executor and version."""
+    rows = [dict(r) for r in conn.execute(RUNS, {"id": session_id}).mappings()]
+    workflows: list[Mapping[str, Any]] = []
+    if rows and dbos_schema_exists(conn):
+        ids = [r["workflow_id"] for r in rows]
+        workflows = list(conn.execute(sa.text(dbos_tables.RUN_WORKFLOWS), {"ids": ids}).mappings())
+    return runs_with_workflows(rows, workflows)
+
+
+RUNS = sa.text(
+    "SELECT CAST(:id AS text) AS session_id, run, workflow_id, kind, status, start_step, end_step,"
+    f" start_seq, stop_reason, error, started_at, ended_at FROM helix.runs WHERE {_SESSION_NUM} ORDER BY run"
+)
+"""The session's runs (parameter ``id``), without their workflows (:func:`runs_with_workflows`)."""
+
+
+def runs_with_workflows(runs: list[dict[str, Any]], workflows: Iterable[Mapping[str, Any]]) -> list[RunRecord]:
+    """``runs`` (rows of :data:`RUNS`), each with its DBOS workflow's status, executor and
+    version from ``workflows`` (rows of ``dbos_tables.RUN_WORKFLOWS``) when it has one."""
+    found = {w["workflow_id"]: w for w in workflows}
+    return [RunRecord.model_validate({**found.get(r["workflow_id"], {}), **r}) for r in runs]
+
+
+def run_workflow(conn: sa.Connection, session_id: str, run: int) -> str | None:
+    """The DBOS workflow that holds run ``run`` of a session now: the run's own, or, once
+    it parked, its waiter or its continuation; None for no such run."""
+    return conn.execute(
+        sa.text(f"SELECT workflow_id FROM helix.runs WHERE {_SESSION_NUM} AND run = :run"),
+        {"id": session_id, "run": run},
+    ).scalar_one_or_none()
+
+
+def workflow_exists(conn: sa.Connection, workflow_id: str) -> bool:
+    """Whether DBOS's system tables in this database know the workflow."""
+    return dbos_schema_exists(conn) and conn.execute(
+        sa.text(f"SELECT {dbos_tables.WORKFLOW_EXISTS.format(workflow_id=':w')}"), {"w": workflow_id}
+    ).scalar_one()
+
+
+def workflow_placement(conn: sa.Connection, workflow_id: str) -> WorkflowPlacement | None:
+    """Where DBOS placed the workflow (its queue), or None when DBOS does not know it."""
+    if not dbos_schema_exists(conn):
+        return None
+    row = conn.execute(
+        sa.text(dbos_tables.WORKFLOW_QUEUE), {"w": workflow_id}
+    ).first()
+    return None if row is None else WorkflowPlacement(queue=row.queue_name)
+
+
+def dbos_schema_exists(conn: sa.Connection) -> bool:
+    """Whether DBOS's system tables are in this database (DBOS was launched on it)."""
+    return conn.execute(sa.text(dbos_tables.DBOS_SCHEMA_EXISTS)).scalar_one()
+
+
+TRANSCRIPT = sa.text(f"SELECT seq, run, step, message FROM helix.messages WHERE {_SESSION_NUM} ORDER BY seq")
+"""The statement of :func:`transcript` (parameter ``id``)."""
+
+
+def transcript(conn: sa.Connection, session_id: str) -> list[TranscriptEntry]:
+    """Every message of the session with its place in the logs."""
+    rows = conn.execute(TRANSCRIPT, {"id": session_id}).mappings()
+    return [TranscriptEntry.model_validate(dict(r)) for r in rows]
+
+
+ANSWERS = sa.text(
+    "SELECT CAST(:id AS text) AS session_id, tool_call_id, kind, approved, reason, answered_by, answer,"
+    f" answered_at FROM helix.tool_call_answers WHERE {_SESSION_NUM} ORDER BY answered_at, tool_call_id"
+)
+"""The statement of :func:`answers` (parameter ``id``)."""
+
+
+def answers(conn: sa.Connection, session_id: str) -> list[AnswerRecord]:
+    """The audit rows of the session's answered calls, oldest first."""
+    rows = conn.execute(ANSWERS, {"id": session_id}).mappings()
+    return [AnswerRecord.model_validate(dict(r)) for r in rows]
+
+
+FORKED_FROM = sa.text(
+    f"SELECT data FROM helix.events WHERE {_SESSION_NUM} AND type = 'forked' ORDER BY seq LIMIT 1"
+)
+"""The data of the session's ``forked`` event (parameter ``id``); read by :func:`fork_origin`."""
+
+
+def forked_from(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
+    """``{"session_id", "step"}`` of the session a fork was made from, or None."""
+    return fork_origin(conn.execute(FORKED_FROM, {"id": session_id}).scalar())
+
+
+def fork_origin(forked: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``{"session_id", "step"}`` from a ``forked`` event's data (a row of :data:`FORKED_FROM`)."""
+    return {"session_id": forked["source_session_id"], "step": forked["from_step"]} if forked else None
+
+
+_PENDING_ROWS = (
+    "SELECT s.id AS session_id, pc.tool_call_id, r.id AS root_session_id, pc.workflow_id, pc.run, pc.step,"
+    " pc.tool_name, pc.kind, pc.input, pc.output_schema, pc.status, pc.requested_at, pc.deadline"
+    " FROM helix.pending_tool_calls pc JOIN helix.sessions s ON s.num = pc.session_num"
+    " JOIN helix.sessions r ON r.num = pc.root_session_num"
+)
+"""Pending calls as :class:`PendingToolCall` reads them: the session's and the root's ids by
+their numbers."""
+
+
+def list_pending(
+    conn: sa.Connection, session_id: str | None = None, include_descendants: bool = True
+) -> list[PendingToolCall]:
+    """Open pending tool calls (waiting, and before their deadline): all, or of one
+    session (and, by default, its sub-agents)."""
+    rows = conn.execute(pending_query(session_id, include_descendants), {"id": session_id}).mappings()
+    return [PendingToolCall.model_validate(dict(r)) for r in rows]
+
+
+def pending_query(session_id: str | None, include_descendants: bool = True) -> sa.TextClause:
+    """The statement of :func:`list_pending` (parameter ``id``)."""
+    where = "pc.status = 'pending' AND (pc.deadline IS NULL OR pc.deadline > now())"
+    if session_id is not None and include_descendants:
+        where += f" AND {session_num()} IN (pc.session_num, pc.root_session_num)"
+    elif session_id is not None:
+        where += f" AND pc.session_num = {session_num()}"
+    return sa.text(f"{_PENDING_ROWS} WHERE {where} ORDER BY pc.requested_at, pc.tool_call_id")
+
+
+def get_pending_call(conn: sa.Connection, session_id: str, tool_call_id: str) -> PendingToolCall | None:
+    row = conn.execute(
+        sa.text(f"{_PENDING_ROWS} WHERE pc.session_num = {session_num('s')} AND pc.tool_call_id = :t"),
+        {"s": session_id, "t": tool_call_id},
+    ).mappings().first()
+    return PendingToolCall.model_validate(dict(row)) if row else None
+
+
+def find_pending_under_root(conn: sa.Connection, root_session_id: str, tool_call_id: str) -> PendingToolCall | None:
+    """The call ``tool_call_id`` of a sub-agent session under ``root_session_id`` (one at most)."""
+    rows = conn.execute(
+        sa.text(f"{_PENDING_ROWS} WHERE pc.root_session_num = {session_num('r')} AND pc.tool_call_id = :t"),
+        {"r": root_session_id, "t": tool_call_id},
+    ).mappings().all()
+    return PendingToolCall.model_validate(dict(rows[0])) if len(rows) == 1 else None
+
+
+EVENTS_AFTER = sa.text(
+    "SELECT CAST(:id AS text) AS session_id, seq, run, step, type, data, created_at, key FROM helix.events"
+    f" WHERE {_SESSION_NUM} AND seq > :after ORDER BY seq LIMIT :limit"
+)
+"""A range of the stream: read along ``events_pkey`` from ``:after``, never sorted."""
+
+
+def events_after(conn: sa.Connection, session_id: str, after_seq: int, limit: int = 1000) -> list[EventRecord]:
+    """Up to ``limit`` events of the session's stream after ``after_seq``, in order."""
+    rows = conn.execute(EVENTS_AFTER, {"id": session_id, "after": after_seq, "limit": limit}).mappings()
+    return [EventRecord.model_validate(dict(r)) for r in rows]
+
+
+USAGE_SUMMARY = sa.text(
+    "SELECT source, name, count(*) AS calls, sum(input_tokens) AS i, sum(output_tokens) AS o,"
+    " sum(total_tokens) AS t, sum(cost_usd) AS c, sum(ms) AS ms"
+    " FROM helix.session_usage(:id) GROUP BY source, name"
+)
+"""The statement of :func:`usage_summary` (parameter ``id``); summed by :func:`summed_usage`."""
+
+
+def usage_summary(conn: sa.Connection, session_id: str) -> UsageSummary:
+    """Usage of one session summed by source, and by tool or model name."""
+    return summed_usage(conn.execute(USAGE_SUMMARY, {"id": session_id}).mappings())
+
+
+def summed_usage(rows: Iterable[Any]) -> UsageSummary:
+    """The :class:`UsageSummary` of rows of :data:`USAGE_SUMMARY`."""
+    summary = UsageSummary()
+    for r in rows:
+        _add_usage_row(summary, r)
+    return summary
+
+
+def _add_usage_row(summary: UsageSummary, r: Any) -> None:
+    summary.by_name[f"{r['source']}:{r['name']}"] = {"calls": r["calls"], "ms": float(r["ms"] or 0)}
+    if r["source"] == "llm":
+        summary.llm_calls += r["calls"]
+        summary.llm_ms += float(r["ms"] or 0)
+        summary.input_tokens += int(r["i"] or 0)
+        summary.output_tokens += int(r["o"] or 0)
+        summary.total_tokens += int(r["t"] or 0)
+        if r["c"] is not None:
+            summary.cost_usd = (summary.cost_usd or 0.0) + float(r["c"])
+    elif r["source"] == "tool":
+        summary.tool_calls += r["calls"]
+        summary.tool_ms += float(r["ms"] or 0)
+    else:
+        summary.client_tool_wait_ms += float(r["ms"] or 0)
+
+
+def recorded_tool_outcome(
+    conn: sa.Connection, session_id: str, step: int, tool_call_id: str, call_digest: str
+) -> dict[str, Any] | None:
+    """The recorded outcome of this exact call, or None."""
+    return conn.execute(
+        sa.text(
+            "SELECT outcome FROM helix.tool_outcomes"
+            f" WHERE session_num = {session_num('s')} AND step = :n AND tool_call_id = :c AND call_digest = :d"
+        ),
+        {"s": session_id, "n": step, "c": tool_call_id, "d": call_digest},
+    ).scalar_one_or_none()
+
+
+def stopped_runs(conn: sa.Connection, runs: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
+    """Which of these runs (session id, run number) should stop their running tools, and
+    why: ``"abort"`` when the run is no longer in progress (aborted, cancelled, failed),
+    ``"interrupt"`` when an interrupt was requested."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT id, run_count, status = ANY (helix.active_statuses()) AS active, interrupt_requested"
+            " FROM helix.sessions WHERE id = ANY (:ids)"
+        ),
+        {"ids": sorted({session_id for session_id, _ in runs})},
+    ).mappings()
+    found = {row["id"]: row for row in rows}
+    stopped: dict[tuple[str, int], str] = {}
+    for session_id, run in runs:
+        row = found.get(session_id)
+        if row is None or row["run_count"] != run or not row["active"]:
+            stopped[(session_id, run)] = "abort"
+        elif row["interrupt_requested"]:
+            stopped[(session_id, run)] = "interrupt"
+    return stopped

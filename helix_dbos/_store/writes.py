@@ -1,0 +1,445 @@
+"""Writes to the ``helix`` schema. Each function runs inside the caller's transaction.
+
+The runtime calls these inside DBOS datasource transactions, so each write commits
+atomically with the checkpoint of the workflow step that made it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from helix_dbos.events import Event, StatePatchEvent
+from helix_dbos._store import dbos_tables
+from helix_dbos._store.engine import to_json
+from helix_dbos._store.reads import session_num
+from helix_dbos._store.records import (
+    AnswerWindow, CommitOutcome, HookStateSave, KeyedEvent, RecordedOutcome, StepCommit, WaitState,
+)
+from helix_dbos.types import Message
+
+
+def lock_session(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
+    """Select the session row FOR UPDATE (None when absent)."""
+    row = conn.execute(
+        sa.text(
+            "SELECT s.id, s.agent_name, s.status, s.step_count, s.run_count, s.message_count, s.event_seq,"
+            " p.id AS parent_session_id, s.parent_tool_call_id"
+            " FROM helix.sessions s LEFT JOIN helix.sessions p ON p.num = s.parent_session_num"
+            " WHERE s.id = :id FOR UPDATE OF s"
+        ),
+        {"id": session_id},
+    ).mappings().first()
+    return dict(row) if row else None
+
+
+_INSERT_SESSION = (
+    "INSERT INTO helix.sessions (num, id, agent_name, root_session_num, parent_session_num, parent_tool_call_id)"
+    " SELECT n, :id, :agent, CASE WHEN CAST(:root AS text) = :id THEN n ELSE helix.session_num(:root) END,"
+    "  helix.session_num(:parent), :ptc"
+    " FROM nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n"
+)
+"""A new session row: it takes its number first, so a root session (``root`` is its own
+id) names itself as its root."""
+
+
+def insert_session(
+    conn: sa.Connection,
+    *,
+    session_id: str,
+    agent_name: str,
+    initial_state: dict[str, Any],
+    root_session_id: str,
+    parent_session_id: str | None = None,
+    parent_tool_call_id: str | None = None,
+) -> None:
+    """Create an active session with its step-0 state snapshot."""
+    conn.execute(
+        sa.text(_INSERT_SESSION),
+        {"id": session_id, "agent": agent_name, "root": root_session_id, "parent": parent_session_id,
+         "ptc": parent_tool_call_id},
+    )
+    _insert_initial_snapshot(conn, session_id, initial_state)
+
+
+def _insert_initial_snapshot(conn: sa.Connection, session_id: str, initial_state: dict[str, Any]) -> None:
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.state_snapshots (session_num, step, state)"
+            f" VALUES ({session_num('id')}, 0, CAST(:s AS jsonb))"
+        ),
+        {"id": session_id, "s": to_json(initial_state)},
+    )
+
+
+def claim_child_session(
+    conn: sa.Connection,
+    *,
+    session_id: str,
+    agent_name: str,
+    initial_state: dict[str, Any],
+    root_session_id: str,
+    parent_session_id: str,
+    parent_tool_call_id: str,
+    first_workflow_id: str,
+) -> str | None:
+    """Create a sub-agent's session for its parent's call, or find it already created by
+    that call; None when the session is the call's, else why it is not (and nothing is
+    written): a session of that id exists with another parent or none, or a run of it was
+    queued before its row was written (``first_workflow_id`` exists)."""
+    inserted = conn.execute(
+        sa.text(
+            f"{_INSERT_SESSION} WHERE NOT {dbos_tables.WORKFLOW_EXISTS.format(workflow_id=':wf')}"
+            " ON CONFLICT (id) DO NOTHING RETURNING id"
+        ),
+        {"id": session_id, "agent": agent_name, "root": root_session_id, "parent": parent_session_id,
+         "ptc": parent_tool_call_id, "wf": first_workflow_id},
+    ).first()
+    if inserted is not None:
+        _insert_initial_snapshot(conn, session_id, initial_state)
+        return None
+    owner = conn.execute(
+        sa.text(
+            "SELECT p.id, s.parent_tool_call_id FROM helix.sessions s"
+            " LEFT JOIN helix.sessions p ON p.num = s.parent_session_num WHERE s.id = :id"
+        ),
+        {"id": session_id},
+    ).first()
+    if owner is not None and tuple(owner) == (parent_session_id, parent_tool_call_id):
+        return None
+    return f"session {session_id!r} already exists and was not created by this call" + (
+        "" if owner is not None else " (a run of it was started before)"
+    )
+
+
+def reopen_session(conn: sa.Connection, session_id: str, run: int) -> None:
+    """Mark the session active for run ``run`` (the caller holds the row lock)."""
+    conn.execute(
+        sa.text(
+            "UPDATE helix.sessions SET status = 'active', run_count = :run, error = NULL, stop_reason = NULL,"
+            " interrupt_requested = false, version = version + 1, updated_at = now() WHERE id = :id"
+        ),
+        {"id": session_id, "run": run},
+    )
+
+
+def append_messages(conn: sa.Connection, session_id: str, run: int, step: int, messages: list[Message]) -> int:
+    """Append messages at the end of the transcript; return the new message count."""
+    payload = to_json([m.model_dump(mode="json", exclude_none=True) for m in messages])
+    return int(
+        conn.execute(
+            sa.text(
+                "WITH s AS (UPDATE helix.sessions SET message_count = message_count + jsonb_array_length(CAST(:m AS jsonb))"
+                "  WHERE id = :id RETURNING num, message_count)"
+                " SELECT message_count, helix.insert_messages(num, message_count - jsonb_array_length(CAST(:m AS jsonb)),"
+                "  :run, :step, CAST(:m AS jsonb)) FROM s"
+            ),
+            {"id": session_id, "m": payload, "run": run, "step": step},
+        ).scalar_one()
+    )
+
+
+def insert_run(
+    conn: sa.Connection, *, session_id: str, run: int, workflow_id: str, kind: str, start_step: int, start_seq: int
+) -> None:
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.runs (session_num, run, workflow_id, kind, start_step, start_seq)"
+            f" VALUES ({session_num('id')}, :run, :wf, :kind, :step, :seq)"
+        ),
+        {"id": session_id, "run": run, "wf": workflow_id, "kind": kind, "step": start_step, "seq": start_seq},
+    )
+
+
+def append_events(conn: sa.Connection, session_id: str, run: int, step: int, events: list[Event]) -> int:
+    """Append events to the session's stream; return the last seq."""
+    return int(
+        conn.execute(
+            sa.text("SELECT helix.append_events(:id, :run, :step, CAST(:e AS jsonb))"),
+            {"id": session_id, "run": run, "step": step, "e": to_json([e.to_row() for e in events])},
+        ).scalar_one()
+    )
+
+
+def append_keyed_events(conn: sa.Connection, session_id: str, run: int, step: int, events: list[KeyedEvent]) -> int:
+    """Append the keyed events not in the session's stream yet; return how many."""
+    return int(
+        conn.execute(
+            sa.text("SELECT helix.append_events_once(:id, :run, :step, CAST(:e AS jsonb))"),
+            {"id": session_id, "run": run, "step": step, "e": to_json([e.to_row() for e in events])},
+        ).scalar_one()
+    )
+
+
+def commit_step(conn: sa.Connection, commit: StepCommit) -> CommitOutcome:
+    """Commit one agent step with one statement (``helix.commit_step``),
+    which also drops the step's recorded tool outcomes (:func:`record_tool_outcome`): its
+    checkpoints now hold them. Safe to repeat: a step already committed writes nothing and
+    answers as it first did."""
+    result = conn.execute(
+        sa.text("SELECT helix.commit_step(CAST(:p AS jsonb))"), {"p": to_json(commit.to_json_payload())}
+    ).scalar_one()
+    return CommitOutcome.model_validate(result)
+
+
+def save_hook_state(conn: sa.Connection, save: HookStateSave) -> list[dict[str, Any]] | None:
+    """Append what a committed step's hooks wrote: the step's second patch (part 1), its snapshot (when the step has one) and a ``state_patch`` event.
+
+    Returns the patch as stored, or None, writing nothing, when the session is no longer
+    at that step of that run (a later run or step began: the hooks' view is stale).
+    """
+    payload = save.storable_payload()
+    row = lock_session(conn, save.session_id)
+    if row is None or (row["run_count"], row["step_count"]) != (save.run, save.step):
+        return None
+    params = {"s": save.session_id, "n": save.step, "run": save.run, "p": to_json(payload["patch"])}
+    conn.execute(
+        sa.text(
+            f"SELECT helix.insert_state_patch({session_num('s')}, :n, CAST(1 AS smallint), :run, CAST(:p AS jsonb))"
+        ),
+        params,
+    )
+    if payload["snapshot"] is not None:
+        conn.execute(
+            sa.text(
+                "UPDATE helix.state_snapshots SET state = CAST(:st AS jsonb)"
+                f" WHERE session_num = {session_num('s')} AND step = :n"
+            ),
+            {**params, "st": to_json(payload["snapshot"])},
+        )
+    conn.execute(
+        sa.text("UPDATE helix.sessions SET version = version + 1, updated_at = now() WHERE id = :s"), params
+    )
+    append_events(conn, save.session_id, save.run, save.step, [StatePatchEvent(patches=payload["patch"])])
+    return list(payload["patch"])
+
+
+def record_tool_outcome(conn: sa.Connection, outcome: RecordedOutcome) -> None:
+    """Record how a tool call ended, as soon as it did; the first record
+    of a call stays."""
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.tool_outcomes (session_num, step, tool_call_id, run, tool_name, call_digest, outcome)"
+            f" VALUES ({session_num('session_id')}, :step, :tool_call_id, :run, :tool_name, :call_digest,"
+            " CAST(:outcome AS json))"
+            " ON CONFLICT DO NOTHING"
+        ),
+        {**outcome.model_dump(exclude={"outcome"}), "outcome": to_json(outcome.outcome)},
+    )
+
+
+def end_run(
+    conn: sa.Connection,
+    *,
+    session_id: str,
+    run: int,
+    status: str,
+    error: str | None = None,
+    stop_reason: str | None = None,
+    event: Event | None = None,
+) -> bool:
+    """End a run still in progress outside a step commit (abort, a failing loop).
+
+    Returns False, writing nothing, when the run had already ended.
+    """
+    return bool(conn.execute(
+        sa.text(
+            "SELECT helix.end_run(:id, :run, :status, :err, :reason, CAST(:ev AS jsonb))"
+        ),
+        {
+            "id": session_id,
+            "run": run,
+            "status": status,
+            "err": error,
+            "reason": stop_reason,
+            "ev": to_json(event.to_row()) if event is not None else None,
+        },
+    ).scalar_one())
+
+
+REQUEST_INTERRUPT = sa.text(
+    "UPDATE helix.sessions SET interrupt_requested = true, updated_at = now()"
+    " WHERE id = :id AND status = ANY (helix.active_statuses()) RETURNING id"
+)
+"""The statement of :func:`request_interrupt` (parameter ``id``): one row when the session runs."""
+
+
+def request_interrupt(conn: sa.Connection, session_id: str) -> bool:
+    """Ask the session's running loop to stop after its current step. False if not running."""
+    return conn.execute(REQUEST_INTERRUPT, {"id": session_id}).first() is not None
+
+
+def insert_pending_calls(conn: sa.Connection, calls: list[dict[str, Any]]) -> None:
+    """Record gated tool calls (``kind`` approval | client) with their deadline."""
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.pending_tool_calls (session_num, tool_call_id, root_session_num, workflow_id, run, step,"
+            " tool_name, kind, input, output_schema, deadline)"
+            " SELECT s.num, c.tool_call_id, s.root_session_num, c.workflow_id, c.run, c.step, c.tool_name, c.kind,"
+            "  c.input, c.output_schema, CASE WHEN c.timeout IS NULL THEN NULL"
+            "  ELSE now() + make_interval(secs => c.timeout) END"
+            " FROM jsonb_to_recordset(CAST(:calls AS jsonb)) AS c(session_id text, tool_call_id text,"
+            "  workflow_id text, run integer, step integer, tool_name text, kind text,"
+            "  input jsonb, output_schema jsonb, timeout double precision)"
+            " JOIN helix.sessions s ON s.id = c.session_id"
+            " ON CONFLICT (session_num, tool_call_id) DO NOTHING"
+        ),
+        {"calls": to_json(calls)},
+    )
+
+
+def set_status(conn: sa.Connection, session_id: str, status: str) -> None:
+    conn.execute(
+        sa.text("UPDATE helix.sessions SET status = :st, updated_at = now() WHERE id = :id"),
+        {"id": session_id, "st": status},
+    )
+
+
+def lock_call_for_answer(conn: sa.Connection, session_id: str, tool_call_id: str) -> AnswerWindow | None:
+    """Lock the gated call's row, then read whether it may take an answer now (None: no such call).
+
+    The lock orders an answer against :func:`collect_answers`, which times calls out
+    under the same lock: a call is answered in time or timed out, never both. ``now`` is
+    read after the lock is held.
+    """
+    params = {"s": session_id, "t": tool_call_id}
+    locked = conn.execute(
+        sa.text(
+            f"SELECT 1 FROM helix.pending_tool_calls WHERE session_num = {session_num('s')} AND tool_call_id = :t"
+            " FOR UPDATE"
+        ),
+        params,
+    ).first()
+    if locked is None:
+        return None
+    row = conn.execute(
+        sa.text(
+            "SELECT pc.status, pc.deadline, statement_timestamp() AS now,"
+            " EXISTS (SELECT 1 FROM helix.tool_call_answers a"
+            "         WHERE a.session_num = pc.session_num AND a.tool_call_id = pc.tool_call_id) AS answered"
+            f" FROM helix.pending_tool_calls pc WHERE pc.session_num = {session_num('s')} AND pc.tool_call_id = :t"
+        ),
+        params,
+    ).mappings().one()
+    return AnswerWindow.model_validate(dict(row))
+
+
+def record_answer(
+    conn: sa.Connection,
+    session_id: str,
+    tool_call_id: str,
+    kind: str,
+    answer: dict[str, Any],
+    answered_at: datetime | None = None,
+) -> bool:
+    """Insert the audit row of an answer (``answered_at`` defaults to the transaction's
+    ``now()``); False when the call was already answered."""
+    row = conn.execute(
+        sa.text(
+            "INSERT INTO helix.tool_call_answers"
+            " (session_num, tool_call_id, kind, approved, reason, answered_by, answer, answered_at)"
+            f" VALUES ({session_num('s')}, :t, :kind, :approved, :reason, :by, CAST(:answer AS jsonb),"
+            " COALESCE(:at, now()))"
+            " ON CONFLICT (session_num, tool_call_id) DO NOTHING RETURNING 1"
+        ),
+        {
+            "s": session_id,
+            "t": tool_call_id,
+            "kind": kind,
+            "approved": answer.get("approved"),
+            "reason": answer.get("reason") or answer.get("error"),
+            "by": answer.get("approver"),
+            "answer": to_json(answer),
+            "at": answered_at,
+        },
+    ).first()
+    return row is not None
+
+
+def collect_answers(conn: sa.Connection, session_id: str, tool_call_ids: list[str]) -> WaitState:
+    """Settle what can be settled of a step's waiting calls, by the database's clock.
+
+    A call answered before its deadline gets its recorded answer; a call whose deadline
+    has passed without one (an answer recorded after it does not count) is marked
+    ``timed_out`` here, so it leaves the pending list and refuses answers at once; the
+    rest keep waiting, and ``wait`` says until the first of their deadlines.
+    """
+    params = {"s": session_id, "ids": list(tool_call_ids)}
+    conn.execute(
+        sa.text(
+            f"SELECT 1 FROM helix.pending_tool_calls WHERE session_num = {session_num('s')}"
+            " AND tool_call_id = ANY(:ids) ORDER BY tool_call_id FOR UPDATE"
+        ),
+        params,
+    )
+    rows = conn.execute(
+        sa.text(
+            "SELECT pc.tool_call_id, pc.status, pc.deadline, a.answer, a.answered_at, statement_timestamp() AS now"
+            " FROM helix.pending_tool_calls pc"
+            " LEFT JOIN helix.tool_call_answers a ON a.session_num = pc.session_num AND a.tool_call_id = pc.tool_call_id"
+            f" WHERE pc.session_num = {session_num('s')} AND pc.tool_call_id = ANY(:ids)"
+        ),
+        params,
+    ).mappings().all()
+    state = WaitState()
+    timed_out: list[str] = []
+    for row in rows:
+        deadline, now = row["deadline"], row["now"]
+        if row["answered_at"] is not None and (deadline is None or row["answered_at"] < deadline):
+            state.answers[row["tool_call_id"]] = row["answer"]
+        elif row["status"] == "timed_out" or deadline is not None and now >= deadline:
+            state.answers[row["tool_call_id"]] = None
+            timed_out.append(row["tool_call_id"])
+        elif deadline is not None:
+            left = (deadline - now).total_seconds()
+            state.wait = left if state.wait is None else min(state.wait, left)
+    if timed_out:
+        conn.execute(
+            sa.text(
+                "UPDATE helix.pending_tool_calls SET status = 'timed_out'"
+                f" WHERE session_num = {session_num('s')} AND tool_call_id = ANY(:ids) AND status = 'pending'"
+            ),
+            {"s": session_id, "ids": timed_out},
+        )
+    return state
+
+
+def fork_session(conn: sa.Connection, source_id: str, new_id: str, from_step: int) -> None:
+    """Copy the source session's transcript, state snapshots and patches up to ``from_step``
+    into a new, interrupted session ``new_id``. Run 0 marks the inherited history."""
+    params = {"src": source_id, "new": new_id, "n": from_step}
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.sessions (num, id, agent_name, status, step_count, root_session_num, message_count)"
+            " SELECT n, :new, agent_name, 'interrupted', :n, n,"
+            f"  (SELECT count(*) FROM helix.messages WHERE session_num = {session_num('src')} AND step <= :n)"
+            " FROM helix.sessions, nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n WHERE id = :src"
+        ),
+        params,
+    )
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.messages (session_num, seq, run, step, message)"
+            f" SELECT {session_num('new')}, seq, 0, step, message"
+            f" FROM helix.messages WHERE session_num = {session_num('src')} AND step <= :n"
+        ),
+        params,
+    )
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.state_snapshots (session_num, step, state)"
+            f" SELECT {session_num('new')}, step, state FROM helix.state_snapshots"
+            f" WHERE session_num = {session_num('src')} AND step <= :n"
+        ),
+        params,
+    )
+    conn.execute(
+        sa.text(
+            "INSERT INTO helix.state_patches (session_num, step, part, run, patch)"
+            f" SELECT {session_num('new')}, step, part, 0, patch FROM helix.state_patches"
+            f" WHERE session_num = {session_num('src')} AND step <= :n"
+        ),
+        params,
+    )

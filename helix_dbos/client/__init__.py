@@ -1,2 +1,0 @@
-"""The caller side: :class:`DBOSAgentExecutor`, the operator API (:mod:`helix_dbos.client.admin`),
-handles, streams, queues, the launcher and the worker."""
