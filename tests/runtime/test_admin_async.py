@@ -72,6 +72,11 @@ def api(database_url: str) -> Iterator[str]:
     serving.stop()
 
 
+def _pending_calls(api: str, session_id: str) -> list[dict[str, Any]]:
+    response = httpx.get(f"{api}/sessions/{session_id}/pending")
+    return response.json() if response.status_code == 200 else []
+
+
 class Refund(BaseModel):
     amount: int
 
@@ -82,9 +87,8 @@ def test_routes_list_a_waiting_call_approve_it_and_the_run_completes(executor, a
     use_model(executor, calls(call("r1", "refund", {"amount": 3})), text("refunded"))
     handle = executor.execute(agent, "refund 3")
     sid = handle.session_id
-    wait_for(lambda: httpx.get(f"{api}/sessions/{sid}/pending").json(), what="the pending call")
-
-    [waiting] = httpx.get(f"{api}/sessions/{sid}/pending").json()
+    # Before the run has written its session, the route answers 404 (a JSON error, not a list).
+    [waiting] = wait_for(lambda: _pending_calls(api, sid), timeout=30, what="the pending call")
     listed = httpx.get(f"{api}/sessions", params={"status": "awaiting_approval"}).json()
     approved = httpx.post(f"{api}/sessions/{sid}/approve/r1").json()
     again = httpx.post(f"{api}/sessions/{sid}/deny/r1").json()

@@ -212,7 +212,8 @@ def test_runs_of_another_version_wait_for_a_worker_of_their_version(url: str, pr
     says what the dead one's runs wait for, and a worker of that version adopts them."""
     short = {"HELIX_LEASE_TTL": "3"}
     with RunEnqueuer(url) as enqueuer:
-        a = start_worker(url, concurrency=2, work_seconds=TOOL_SECONDS, env={**short, "HELIX_SCALEOUT_VERSION": "1"})
+        # A's tool outlasts the newer worker's start, however slow: A dies with both runs inside it.
+        a = start_worker(url, concurrency=2, work_seconds=120, env={**short, "HELIX_SCALEOUT_VERSION": "1"})
         procs.append(a)
         a_id = a.listening()
         runs = [enqueuer.enqueue("scale-agent", f"v-{i}", session_id=f"v-{i}") for i in range(2)]
