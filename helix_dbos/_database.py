@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 from sqlalchemy.engine import URL, make_url
@@ -29,11 +30,14 @@ from sqlalchemy.exc import ArgumentError
 
 from helix_dbos.errors import DatabaseError
 
+if TYPE_CHECKING:
+    from pgserver.postgres_server import PostgresServer
+
 ENV_URL_VARS = ("HELIX_DATABASE_URL", "DBOS_SYSTEM_DATABASE_URL")
 DEFAULT_EMBEDDED_DIR = Path(".helix") / "pgdata"
 EMBEDDED_DIR_VAR = "HELIX_EMBEDDED_PGDATA"
 
-_embedded_servers: dict[Path, object] = {}
+_embedded_servers: dict[Path, PostgresServer] = {}
 
 
 def resolve_database_url(database_url: str | None = None, *, allow_embedded: bool = False) -> str:
@@ -77,7 +81,7 @@ def start_embedded(pgdata: Path) -> str:
         try:
             with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
                 warnings.simplefilter("ignore")
-                import pgserver
+                from pgserver.postgres_server import get_server
         except ImportError:
             raise DatabaseError(
                 "no database configured and the embedded Postgres is not installed: "
@@ -85,11 +89,11 @@ def start_embedded(pgdata: Path) -> str:
             ) from None
         pgdata.mkdir(parents=True, exist_ok=True)
         try:
-            server = pgserver.get_server(pgdata, cleanup_mode="stop")
+            server = get_server(pgdata, cleanup_mode="stop")
         except Exception as exc:  # pgserver raises plain exceptions with the server log
             raise DatabaseError(f"could not start the embedded Postgres in {pgdata}: {_first_line(exc)}") from None
         _embedded_servers[pgdata] = server
-    return render_url(str(server.get_uri()))  # type: ignore[attr-defined]
+    return render_url(server.get_uri())
 
 
 def check_connection(url: str, timeout_seconds: int = 5) -> None:
@@ -106,9 +110,9 @@ def libpq_url(url: str) -> str:
     return render_url(url, drivername="postgresql")
 
 
-def render_url(url: str | URL, **changes: str) -> str:
-    """``url`` with ``changes`` applied (``database=``, ``drivername=``...), as a string
-    that libpq and SQLAlchemy both read back the same.
+def render_url(url: str | URL, *, drivername: str | None = None, database: str | None = None) -> str:
+    """``url`` with the ``drivername`` and ``database`` given (None: unchanged), as a
+    string that libpq and SQLAlchemy both read back the same.
 
     SQLAlchemy writes a space in the query string as ``+``, which libpq keeps as a
     literal ``+``: a socket directory with a space, or ``?options=-c%20...``, would
@@ -118,7 +122,7 @@ def render_url(url: str | URL, **changes: str) -> str:
         'postgresql://postgres:@/app?host=%2Ftmp%2Fmy%20dir'
     """
     parsed = make_url(url) if isinstance(url, str) else url
-    rendered = parsed.set(**changes).render_as_string(hide_password=False)
+    rendered = parsed.set(drivername=drivername, database=database).render_as_string(hide_password=False)
     base, sep, query = rendered.partition("?")
     # A literal + in the query is %2B by now; a space is never valid raw in a URI.
     return (base + sep + query.replace("+", "%20")).replace(" ", "%20")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from helix_dbos.errors import UnstorableTextError
 
@@ -36,6 +36,22 @@ REPLACEMENT = "\ufffd"
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _UNSTORABLE_IN_JSON = re.compile("\\\\u0000|[\ud800-\udfff]")
 """NUL as JSON writes it, or a lone surrogate (which ``ensure_ascii=False`` leaves as it is)."""
+
+
+@overload
+def storable(value: str) -> str: ...
+
+
+@overload
+def storable(value: None) -> None: ...
+
+
+@overload
+def storable(value: dict[str, Any]) -> dict[str, Any]: ...
+
+
+@overload
+def storable(value: list[Any]) -> list[Any]: ...
 
 
 def storable(value: Any) -> Any:

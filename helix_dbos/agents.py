@@ -42,7 +42,8 @@ from helix_dbos.orchestration.stop_conditions import (
 )
 from helix_dbos.orchestration.validation import to_json_value
 from helix_dbos._text import find_unstorable
-from helix_dbos.tools import TOOL_NAME_PATTERN, AgentDefinitionError, Tool, is_positive_seconds
+from helix_dbos.errors import AgentDefinitionError
+from helix_dbos.tools import TOOL_NAME_PATTERN, Tool, is_positive_seconds
 from helix_dbos.companions import PersistentAgent, companion_tools
 from helix_dbos.types import COMPANION_TOOL_PREFIX, FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, LLMConfig, ToolSpec
 

@@ -24,9 +24,10 @@ from helix_dbos.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from helix_dbos._deltas import DeltaRecord
 from helix_dbos._store.records import EventRecord
 from helix_dbos.tools import ToolContext, tool
-from helix_dbos.types import AssistantMessage, Message, ToolCallsStepResult, ToolSpec
+from helix_dbos.types import AssistantMessage, Message, ParsedToolCall, ToolCallsStepResult, ToolSpec
 
 CORPUS = {
     "dbos": "DBOS checkpoints each workflow step in Postgres, so a crashed workflow resumes where it stopped.",
@@ -63,6 +64,7 @@ def save_note(text: str, ctx: ToolContext) -> dict[str, Any]:
 def scripted_research(messages: list[Message], tools: list[ToolSpec]) -> ToolCallsStepResult:
     """The scripted model: search twice in parallel, save two notes, then finish."""
     step = sum(isinstance(m, AssistantMessage) for m in messages) + 1
+    calls: list[tuple[str, str, dict[str, Any]]]
     if step == 1:
         calls = [("s1", "search", {"query": "How does DBOS recover?"}), ("s2", "search", {"query": "Postgres atomicity"})]
     elif step == 2:
@@ -70,7 +72,7 @@ def scripted_research(messages: list[Message], tools: list[ToolSpec]) -> ToolCal
     else:
         summary = "Agent runs survive crashes because each step is a DBOS checkpoint committed atomically in Postgres."
         calls = [("done", "__finish__", {"summary": summary, "sources": ["dbos", "postgres"]})]
-    return ToolCallsStepResult(tool_calls=[{"id": i, "name": n, "arguments": a} for i, n, a in calls])
+    return ToolCallsStepResult(tool_calls=[ParsedToolCall(id=i, name=n, arguments=a) for i, n, a in calls])
 
 
 def research_agent(model: str | None = None) -> AgentConfig:
@@ -85,8 +87,11 @@ def research_agent(model: str | None = None) -> AgentConfig:
     )
 
 
-def describe(record: EventRecord) -> str | None:
-    """One line for an event of the durable stream (None for those not worth a line)."""
+def describe(record: EventRecord | DeltaRecord) -> str | None:
+    """One line for an item of the stream (None for a token delta, and for the events not
+    worth a line)."""
+    if isinstance(record, DeltaRecord):
+        return None
     event = record.event
     if isinstance(event, RunStartEvent):
         return f"run {event.run} started: {event.input!r}"

@@ -160,7 +160,7 @@ class AbortSignal:
     def __init__(self) -> None:
         self._event = threading.Event()
         self._lock = threading.Lock()
-        self._listeners: list[Callable[[AbortReason], None]] = []
+        self._listeners: list[Callable[[AbortReason], object]] = []
         self.reason: AbortReason | None = None
 
     def is_set(self) -> bool:
@@ -193,9 +193,9 @@ class AbortSignal:
             pass
         return self.is_set()
 
-    def add_listener(self, listener: Callable[[AbortReason], None]) -> None:
+    def add_listener(self, listener: Callable[[AbortReason], object]) -> None:
         """Call ``listener(reason)`` when the signal is set (now, if it already is), from
-        the thread that sets it."""
+        the thread that sets it; what it returns is ignored."""
         with self._lock:
             if not self._event.is_set():
                 self._listeners.append(listener)

@@ -205,6 +205,7 @@ class SessionStatus(str, Enum):
     """A session's (and a run's) status. A session with an ACTIVE status has a run in
     progress: executing, due to be recovered, or waiting for a person or a client."""
 
+    _value_: AgentStatus  # for a type checker: ``status.value`` is an AgentStatus
     ACTIVE = "active"
     AWAITING_APPROVAL = "awaiting_approval"
     AWAITING_CLIENT_TOOL = "awaiting_client_tool"

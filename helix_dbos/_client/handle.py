@@ -99,7 +99,7 @@ class AgentHandle:
 
     async def _ended_async(self) -> AgentResult:
         subscribing = self._live.notifications.subscribe(self.session_id) if self._live else contextlib.nullcontext()
-        async with subscribing as subscription:  # type: ignore[attr-defined]
+        async with subscribing as subscription:
             workflow_id, local = self.workflow_id, self._async_workflow
             woken = False
             while True:

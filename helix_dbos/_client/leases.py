@@ -45,7 +45,7 @@ import psycopg
 from helix_dbos._client import dbos_internals
 from helix_dbos._database import libpq_url
 from helix_dbos.errors import ConfigurationError, DatabaseError, ExecutorIdInUseError
-from helix_dbos._logs import EventLog
+from helix_dbos._logs import EventLog, Level
 from helix_dbos._store import workers as store
 from helix_dbos._store.retry import is_transient
 
@@ -207,7 +207,7 @@ class WorkerLease:
                 if self._tick():
                     return
             except Exception as exc:
-                level = "warning" if is_transient(exc) else "error"
+                level: Level = "warning" if is_transient(exc) else "error"
                 self.log.emit(level, "worker.lease_failed", {"executor_id": self.executor_id, "error": str(exc)},
                               exc_info=level == "error")
                 self._close()

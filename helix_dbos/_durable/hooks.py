@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from helix_dbos.agents import AgentHooks
+from helix_dbos.agents import AgentHooks, HookName
 from helix_dbos._durable.runtime import RunScope, current_runtime
 from helix_dbos.state import StateDict, StateTracker, apply_rfc6902
 from helix_dbos._store.records import HookStateSave
@@ -43,7 +43,7 @@ from helix_dbos.types import AssistantMessage, Message, ParsedToolCall, StepInfo
 logger = logging.getLogger("helix_dbos")
 
 
-async def fire_hook(hooks: AgentHooks | None, name: str, *args: Any) -> None:
+async def fire_hook(hooks: AgentHooks | None, name: HookName, *args: Any) -> None:
     """``hooks.fire(name, *args)``, logging instead of raising when the hook fails."""
     if hooks is None:
         return
@@ -105,7 +105,7 @@ class HookState:
 
     def patch(self) -> list[dict[str, Any]]:
         """What the hooks changed, as RFC 6902 operations against the committed state."""
-        return [] if self._tracker is None else list(self._tracker.get_rfc6902_patches())
+        return [] if self._tracker is None else [dict(op) for op in self._tracker.get_rfc6902_patches()]
 
     def context(self, scope: RunScope, step_no: int) -> HookContext:
         return HookContext(scope.session_id, scope.agent.name, step_no, self)

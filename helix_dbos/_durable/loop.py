@@ -28,6 +28,7 @@ rebuilds exactly what the crashed one had before replaying its checkpointed step
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +70,7 @@ from helix_dbos.orchestration import (
     should_continue,
     synthesize_step_tool_results,
 )
-from helix_dbos.state import StateTracker, apply_step_writes, merge_step_writes, step_writes_to_rfc6902
+from helix_dbos.state import StateTracker, StepWrite, apply_step_writes, merge_step_writes, step_writes_to_rfc6902
 from helix_dbos._store.records import ResolvedCall, StepCommit, Terminal
 from helix_dbos._text import storable
 from helix_dbos.types import (
@@ -191,7 +192,7 @@ class AgentLoop:
         return out
 
     async def _call_llm(self, step_no: int, notices: list[UserMessage]) -> tuple[StepResult, Usage]:
-        messages = build_messages_for_llm(self.messages + notices, self.agent.system_prompt_for, self.state)
+        messages = build_messages_for_llm([*self.messages, *notices], self.agent.system_prompt_for, self.state)
         checkpoint = await DBOS.run_step_async(
             {"name": "llm"}, call_llm, self.agent.name, messages, self.scope.session_id, self.scope.request.run, step_no
         )
@@ -225,14 +226,14 @@ class AgentLoop:
             # published now when more of the step follows; else the commit, which comes at once, writes it
             more = calls.finishers or calls.companions or calls.children or plan.pending_sub_agent_calls
             emit = out.events.publish if more else out.events.add
-            emit([("patch", StatePatchEvent(patches=step_writes_to_rfc6902(phase1_writes)))])
+            emit([("patch", StatePatchEvent(patches=_rfc6902(phase1_writes)))])
         writes = list(phase1_writes)
         phase2: list[ToolOutcome] = []
         for call in calls.finishers:
             outcome = await run_tool_step(scope, step_no, call, state, out.events)
             phase2.append(outcome)
             if outcome.writes:
-                patch = StatePatchEvent(patches=step_writes_to_rfc6902(outcome.writes))
+                patch = StatePatchEvent(patches=_rfc6902(outcome.writes))
                 out.events.publish([(f"patch:{call.id}", patch)])
                 state = apply_step_writes(state, outcome.writes)
                 writes = merge_step_writes([writes, outcome.writes])
@@ -360,7 +361,7 @@ class AgentLoop:
             run=run,
             step=step_no,
             messages=out.messages + out.extra_messages,
-            patch=step_writes_to_rfc6902(out.writes) if out.writes else None,
+            patch=_rfc6902(out.writes) if out.writes else None,
             snapshot=new_state if step_no % SNAPSHOT_EVERY_STEPS == 0 else None,
             events=out.events.all,
             next_step=StepStartEvent(step=step_no + 1),
@@ -446,6 +447,11 @@ def in_call_order(results: list[ToolResultMessage], plan: StepProcessingPlan) ->
     order = {c.id: i for i, c in enumerate(message_plan.tool_calls)}
     order.update({c.id: len(order) + i for i, c in enumerate(message_plan.sub_agent_calls)})
     return sorted(results, key=lambda m: order.get(m.tool_call_id, len(order)))
+
+
+def _rfc6902(writes: Iterable[StepWrite]) -> list[dict[str, Any]]:
+    """``writes`` as RFC 6902 operations, the plain JSON objects events and commits hold."""
+    return [dict(op) for op in step_writes_to_rfc6902(writes)]
 
 
 async def _stop_if_cancelled() -> None:

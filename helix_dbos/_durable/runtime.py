@@ -29,9 +29,9 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from dbos import DBOS, SQLAlchemyDatasource
 from dbos import error as dbos_errors
@@ -63,7 +63,7 @@ from helix_dbos.subagents import sub_agents_of
 from helix_dbos.tools import HookContext, ReadOnlyState, Tool
 from helix_dbos.types import ACTIVE_STATUSES, Message, ParsedToolCall, SessionStatus, UserMessage
 
-_READ_COMMITTED = "READ COMMITTED"
+_READ_COMMITTED: Final = "READ COMMITTED"
 
 
 class AgentRuntime:
@@ -356,7 +356,7 @@ def current_runtime() -> AgentRuntime:
 
 # --- a run, as workflow code sees it ---------------------------------------------------
 
-RunWorkflow = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+RunWorkflow = Callable[[dict[str, Any]], Coroutine[Any, Any, dict[str, Any]]]
 """A run's workflow function: takes a ``RunRequest`` as JSON, returns the run's result."""
 
 WAITING_READ_ONLY = "on_agent_suspended and on_agent_resumed observe a step while it waits, before it commits"

@@ -47,7 +47,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from helix_dbos._deltas import Delta, DeltaRecord
 from helix_dbos._durable.payloads import ToolOutcome
@@ -210,6 +210,16 @@ class StepDeltas:
             await asyncio.to_thread(self.publisher.flush, DELTA_FLUSH_TIMEOUT_SECONDS)
 
 
+class _ToolCallOrigin(TypedDict):
+    """Which call of which step a running tool's state deltas come from."""
+
+    session_id: str
+    run: int
+    step: int
+    tool_call_id: str
+    tool_name: str
+
+
 class LiveState:
     """The state tracker a tool's context writes through: each ``update`` is applied to the
     tool's own tracker (what its step records) and its new RFC 6902 operations are
@@ -223,7 +233,9 @@ class LiveState:
     ) -> None:
         self.tracker = tracker
         self._publish: Callable[[DeltaRecord], int] = publisher.publish
-        self._record = {"session_id": session_id, "run": run, "step": step, "tool_call_id": tool_call_id, "tool_name": tool_name}
+        self._record: _ToolCallOrigin = {
+            "session_id": session_id, "run": run, "step": step, "tool_call_id": tool_call_id, "tool_name": tool_name,
+        }
         self._attempt = time.time_ns() // 1000
         self._index = 0
 

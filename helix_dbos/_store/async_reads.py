@@ -22,7 +22,7 @@ from helix_dbos._store.records import (
     AnswerRecord, EventRecord, PendingToolCall, RunRecord, SessionRecord, TranscriptEntry, UsageSummary,
 )
 
-_DIALECT = psycopg_dialect.dialect()
+_DIALECT = psycopg_dialect.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy leaves its __init__ unannotated
 
 def psycopg_sql(statement: sa.TextClause) -> str:
     """``statement`` with psycopg's ``%(name)s`` placeholders.

@@ -167,10 +167,10 @@ def replay_state(snapshot: dict[str, Any], patches: Iterable[Any]) -> dict[str, 
 def list_runs(conn: sa.Connection, session_id: str) -> list[RunRecord]:
     """The session's runs, each with its DBOS workflow's status, executor and version."""
     rows = [dict(r) for r in conn.execute(RUNS, {"id": session_id}).mappings()]
-    workflows: list[Mapping[str, Any]] = []
+    workflows: list[dict[str, Any]] = []
     if rows and dbos_schema_exists(conn):
         ids = [r["workflow_id"] for r in rows]
-        workflows = list(conn.execute(sa.text(dbos_tables.RUN_WORKFLOWS), {"ids": ids}).mappings())
+        workflows = [dict(w) for w in conn.execute(sa.text(dbos_tables.RUN_WORKFLOWS), {"ids": ids}).mappings()]
     return runs_with_workflows(rows, workflows)
 
 
@@ -216,7 +216,8 @@ def workflow_placement(conn: sa.Connection, workflow_id: str) -> WorkflowPlaceme
 
 def dbos_schema_exists(conn: sa.Connection) -> bool:
     """Whether DBOS's system tables are in this database (DBOS was launched on it)."""
-    return conn.execute(sa.text(dbos_tables.DBOS_SCHEMA_EXISTS)).scalar_one()
+    exists: bool = conn.execute(sa.text(dbos_tables.DBOS_SCHEMA_EXISTS)).scalar_one()
+    return exists
 
 
 TRANSCRIPT = sa.text(f"SELECT seq, run, step, message FROM helix.messages WHERE {_SESSION_NUM} ORDER BY seq")

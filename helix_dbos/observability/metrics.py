@@ -28,7 +28,9 @@ from opentelemetry import metrics as otel_metrics
 try:
     import prometheus_client as prom
 except ImportError:  # the metrics extra is not installed: OpenTelemetry only
-    prom = None
+    _PROMETHEUS = False
+else:
+    _PROMETHEUS = True
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 """Seconds; from a fast tool to a slow model call."""
@@ -40,7 +42,7 @@ class _Counter:
     """A counter under one name in both systems."""
 
     def __init__(self, name: str, doc: str, labels: tuple[str, ...], unit: str) -> None:
-        self.prom = None if prom is None else prom.Counter(name, doc, labels)
+        self.prom = prom.Counter(name, doc, labels) if _PROMETHEUS else None
         self.otel = _meter.create_counter(name.replace("_", "."), unit=unit, description=doc)
         self.labels = labels
 
@@ -54,7 +56,7 @@ class _Histogram:
     """A latency histogram (seconds) under one name in both systems."""
 
     def __init__(self, name: str, doc: str, labels: tuple[str, ...]) -> None:
-        self.prom = None if prom is None else prom.Histogram(name, doc, labels, buckets=LATENCY_BUCKETS)
+        self.prom = prom.Histogram(name, doc, labels, buckets=LATENCY_BUCKETS) if _PROMETHEUS else None
         self.otel = _meter.create_histogram(
             name.replace("_", ".").removesuffix(".seconds"), unit="s", description=doc,
             explicit_bucket_boundaries_advisory=list(LATENCY_BUCKETS),

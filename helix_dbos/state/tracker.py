@@ -59,7 +59,7 @@ class StateTracker:
 
     def __init__(
         self,
-        initial_state: Mapping[str, Any] | BaseModel,
+        initial_state: Mapping[str, Any] | BaseModel | StateDict,
         array_delta_mode: bool = False,
         schema: type[BaseModel] | None = None,
     ) -> None:

@@ -34,7 +34,7 @@ from helix_dbos._durable.runtime import RunScope, current_runtime
 from helix_dbos._durable.streaming import StepEvents, live_events_written, tool_result_events
 from helix_dbos.observability import points as observe
 from helix_dbos.orchestration import create_tool_result_message
-from helix_dbos.types import AgentResult, ParsedToolCall, ToolResultMessage, UserMessage
+from helix_dbos.types import AgentResult, AgentStatus, ParsedToolCall, ToolResultMessage, UserMessage
 
 
 async def take_notices(scope: RunScope, step_no: int) -> list[UserMessage]:
@@ -116,7 +116,9 @@ async def _list(scope: RunScope, step_no: int, call: ParsedToolCall, args: Any) 
 
 async def _status(scope: RunScope, step_no: int, call: ParsedToolCall, args: Any) -> dict[str, Any] | str:
     view = await asyncio.to_thread(current_runtime().companions.view, scope.session_id, args.name)
-    return view.get("error") or view["child"]
+    if "error" in view:
+        return str(view["error"])
+    return dict(view["child"])
 
 
 async def _terminate(scope: RunScope, step_no: int, call: ParsedToolCall, args: Any) -> dict[str, Any] | str:
@@ -146,7 +148,7 @@ async def _final_result(session_id: str, output: Any) -> AgentResult:
     try:
         return AgentResult.model_validate(await final_output(output))
     except Exception as exc:  # the run's workflow was cancelled (terminated, aborted) or failed
-        status = "aborted" if "cancel" in str(exc).lower() else "failed"
+        status: AgentStatus = "aborted" if "cancel" in str(exc).lower() else "failed"
         return AgentResult(session_id=session_id, status=status, error=str(exc))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from dbos import SQLAlchemyDatasource
 from pydantic import BaseModel
@@ -22,7 +22,7 @@ from helix_dbos._store import reads, writes
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus, UserMessage
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_READ_COMMITTED = "READ COMMITTED"
+_READ_COMMITTED: Final = "READ COMMITTED"
 
 
 class Delivery(BaseModel):
@@ -83,7 +83,7 @@ class CompanionSteps:
         if found.status in (SessionStatus.AWAITING_APPROVAL, SessionStatus.AWAITING_CLIENT_TOOL):
             return _refused(f"companion {found.name!r} waits for an answer ({found.status}); it takes no message now")
         interrupting = None
-        if found.status == SessionStatus.ACTIVE and found.run_count > 0:
+        if found.status == SessionStatus.ACTIVE.value and found.run_count > 0:
             writes.request_interrupt(conn, found.child_session_id)
             interrupting = reads.run_workflow(conn, found.child_session_id, found.run_count)
         return Delivery(

@@ -33,7 +33,7 @@ from helix_dbos.orchestration import create_sub_agent_result_message
 from helix_dbos.remote import RemoteSubAgentSpec
 from helix_dbos.subagents import SubAgentSpec, child_session_id
 from helix_dbos._text import storable
-from helix_dbos.types import SUB_AGENT_TOOL_PREFIX, AgentResult, ParsedSubAgentCall, ToolResultMessage
+from helix_dbos.types import SUB_AGENT_TOOL_PREFIX, AgentResult, AgentStatus, ParsedSubAgentCall, ToolResultMessage
 
 Started = tuple[ParsedSubAgentCall, RunRequest, Any, observe.LaunchObservation]
 
@@ -122,7 +122,7 @@ async def _finish_child(item: Started, events: StepEvents) -> ToolResultMessage:
     try:
         result = AgentResult.model_validate(await final_output(await handle.get_result()))
     except Exception as exc:  # the child workflow failed or was cancelled
-        status = "aborted" if "cancel" in str(exc).lower() else "failed"
+        status: AgentStatus = "aborted" if "cancel" in str(exc).lower() else "failed"
         result = AgentResult(session_id=request.session_id, status=status, error=str(exc))
     observed.finished(result.status, result.error)
     if result.status == "completed":

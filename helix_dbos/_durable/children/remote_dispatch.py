@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from dbos import DBOS
+from dbos import DBOS, StepOptions
 
 from helix_dbos._durable.runtime import RunScope, current_runtime
 from helix_dbos._durable.streaming import StepEvents, tool_result_events
@@ -39,7 +39,7 @@ RETRY_SECONDS = 0.5
 """How long to wait before asking an unreachable remote server again."""
 WATCH_SECONDS = 0.25
 """How often the parent's session is read for an interrupt or abort to send on."""
-_RETRIES = {"retries_allowed": True, "max_attempts": 20, "interval_seconds": 0.5, "backoff_rate": 1.5}
+_RETRIES: StepOptions = {"retries_allowed": True, "max_attempts": 20, "interval_seconds": 0.5, "backoff_rate": 1.5}
 
 
 class RemoteUnavailable(Exception):

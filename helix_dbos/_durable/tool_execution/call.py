@@ -80,9 +80,9 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
     assert tool is not None, "the loop only schedules known tools"
     key = (job.session_id, job.step, job.call.id, call_digest(job.call))
     if job.ran_before:
-        recorded = await asyncio.to_thread(runtime.recorded_tool_outcome, *key)
-        if recorded is not None:
-            return recorded
+        earlier = await asyncio.to_thread(runtime.recorded_tool_outcome, *key)
+        if earlier is not None:
+            return earlier
     events: list[dict[str, Any]] = []
 
     def emit(name: str, data: Any) -> None:
@@ -214,8 +214,9 @@ async def run_call(call: ToolCall, tool_input: Any, timeout: float | None, watch
 
 async def _first(ended: asyncio.Future[ToolOutcome], told: asyncio.Event, timeout: float | None) -> None:
     waiter = asyncio.ensure_future(told.wait())
+    either: set[asyncio.Future[Any]] = {ended, waiter}
     try:
-        await asyncio.wait({ended, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(either, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         waiter.cancel()
 
