@@ -21,17 +21,27 @@ def _postmaster_pid(pgdata: Path) -> int | None:
     return None
 
 
-def server_running(pgdata: Path) -> bool:
-    """Whether the postmaster of ``pgdata`` is alive (a stale pid file left by a server
-    that was killed after a slow shutdown does not count)."""
-    pid = _postmaster_pid(pgdata)
+def server_running(pgdata: Path, grace: float = 10.0) -> bool:
+    """Whether the postmaster of ``pgdata`` is still alive ``grace`` seconds from now at
+    the latest: a server that is exiting gets that long to be gone (a killed one may wait
+    to be reaped), and a stale pid file left by a server that was killed does not count."""
+    deadline = time.monotonic() + grace
+    while _alive(_postmaster_pid(pgdata)):
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _alive(pid: int | None) -> bool:
+    """Whether process ``pid`` runs (a zombie waiting to be reaped does not)."""
     if pid is None:
         return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
         return False
-    return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def stop_postmaster(pgdata: Path) -> None:

@@ -67,7 +67,7 @@ def test_the_demo_on_the_embedded_postgres_prints_commands_that_work(tmp_path: P
     try:
         demo = run([str(CLI), "demo"], tmp_path, env, timeout=300)
         assert demo.returncode == 0, demo.stdout + demo.stderr
-        assert not server_running(pgdata), "the embedded server outlived the demo"
+        assert not server_running(pgdata), f"the embedded server outlived the demo:\n{demo.stderr[-3000:]}"
         session_id, commands, notes = printed_commands(demo.stdout)
 
         assert all(c[:2] == [str(CLI), "--embedded"] for c in commands), commands  # not on PATH: its path
