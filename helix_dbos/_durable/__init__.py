@@ -14,7 +14,9 @@ One concept per module::
     children/          a run's children: sub-agents, remote sub-agents, companions
     hooks.py           calling user hooks, and saving what they write to the state
     streaming.py       what a run streams: durable step events, token deltas, live state
-    runtime.py         what workflow code runs with: AgentRuntime, a run's RunScope
+    runtime.py         what workflow code runs with: AgentRuntime (agents, LLM, transactions)
+    run_scope.py       one run as workflow code sees it: RunScope
+    dbos_log.py        DBOS's log stays quiet about helix runs that end through abort
     payloads.py        what crosses DBOS boundaries: workflow inputs, step inputs and outputs
 
 No module here imports the client side (``helix_dbos._client``, ``helix_dbos._cli``,

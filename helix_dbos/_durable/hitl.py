@@ -36,7 +36,8 @@ from dbos import DBOS
 from helix_dbos.answers import answer_topic, outcome_error
 from helix_dbos._durable.hooks import fire_hook
 from helix_dbos._durable.payloads import ToolJob, ToolOutcome, waiter_workflow_id
-from helix_dbos._durable.runtime import RunScope, current_runtime
+from helix_dbos._durable.run_scope import RunScope
+from helix_dbos._durable.runtime import current_runtime
 from helix_dbos._durable.streaming import StepEvents, live_events_written, outcome_events
 from helix_dbos._durable.tool_execution.phases import start_parallel
 from helix_dbos._store.records import WaitState

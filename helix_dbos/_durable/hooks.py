@@ -34,7 +34,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from helix_dbos.agents import AgentHooks, HookName
-from helix_dbos._durable.runtime import RunScope, current_runtime
+from helix_dbos._durable.run_scope import RunScope
+from helix_dbos._durable.runtime import current_runtime
 from helix_dbos.state import StateDict, StateTracker, apply_rfc6902
 from helix_dbos._store.records import HookStateSave
 from helix_dbos.tools import HookContext

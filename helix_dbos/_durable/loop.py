@@ -39,7 +39,8 @@ from helix_dbos._durable.children.companion_calls import run_companion_calls, ta
 from helix_dbos._durable.children.dispatch import run_children
 from helix_dbos._durable.hooks import HookState, fire_hook, step_info, tool_calls_of
 from helix_dbos._durable.payloads import ParkedStep, RunStart, ToolOutcome, checkpoint_json, llm_output
-from helix_dbos._durable.runtime import RunScope, current_runtime
+from helix_dbos._durable.run_scope import RunScope
+from helix_dbos._durable.runtime import current_runtime
 from helix_dbos._durable.streaming import (
     StepDeltas,
     StepEvents,

@@ -1,6 +1,6 @@
 """What workflow code runs with: the process's :class:`AgentRuntime` (the registered
 agents, the LLM adapter, the datasource and its checkpointed transactions) and, per run,
-its :class:`RunScope`.
+its :class:`~helix_dbos._durable.run_scope.RunScope`.
 
 The façade (``DBOSAgentExecutor``) builds one :class:`AgentRuntime` per process before
 ``DBOS.launch()`` and installs it; the ``helix_agent_run`` workflow finds it with
@@ -13,32 +13,22 @@ The façade (``DBOSAgentExecutor``) builds one :class:`AgentRuntime` per process
 The datasource transactions here commit together with their DBOS checkpoint; the step
 commit is a plain transaction that needs none (it recognizes a step it already wrote).
 
-An aborted run is a normal ending, so DBOS's log stays quiet about it. When a run's
-workflow is cancelled (``abort``), DBOS logs WARNINGs (its asyncio tasks were cancelled;
-the execution "is no longer owned", "was cancelled during execution", its "outcome was
-not recorded") and then an ERROR with the traceback of
-``DBOSAwaitedWorkflowCancelledError``. For helix's own workflows
-(``helix:<session>:run:<n>``) the runtime takes these records off DBOS's logger and
-writes them to helix's log at debug level instead (event ``run.cancel_observed``); every
-other DBOS record, and every record about your own workflows, is left alone
-(:func:`quiet_cancelled_runs`).
+A run's :class:`RunScope` is in ``run_scope.py``; the filter that keeps DBOS's log quiet
+about aborted helix runs, which the runtime installs, is in ``dbos_log.py``.
 """
 
 from __future__ import annotations
 
-import logging
-import re
 import threading
-from collections.abc import Callable, Coroutine, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any, Final
 
 from dbos import DBOS, SQLAlchemyDatasource
-from dbos import error as dbos_errors
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos._durable.children.companion_steps import CompanionSteps
-from helix_dbos._durable.payloads import RunRequest, RunStart, ToolJob, run_workflow_id
+from helix_dbos._durable.dbos_log import quiet_cancelled_runs
+from helix_dbos._durable.payloads import RunRequest, RunStart, run_workflow_id
 from helix_dbos._durable.tool_execution.held_outcomes import HeldOutcomes
 from helix_dbos._durable.tool_execution.watch import RunWatch
 from helix_dbos.errors import (
@@ -58,10 +48,8 @@ from helix_dbos._store.engine import create_statement_engine
 from helix_dbos._store.live_events import LiveEventWriter
 from helix_dbos._store.records import CommitOutcome, HookStateSave, KeyedEvent, RecordedOutcome, StepCommit, WaitState
 from helix_dbos._store.retry import retry_transient
-from helix_dbos.state import StateTracker
 from helix_dbos.subagents import sub_agents_of
-from helix_dbos.tools import HookContext, ReadOnlyState, Tool
-from helix_dbos.types import ACTIVE_STATUSES, Message, ParsedToolCall, SessionStatus, UserMessage
+from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus, UserMessage
 
 _READ_COMMITTED: Final = "READ COMMITTED"
 
@@ -352,105 +340,3 @@ def current_runtime() -> AgentRuntime:
     if _runtime is None:
         raise HelixError("no DBOSAgentExecutor was created in this process before DBOS.launch()")
     return _runtime
-
-
-# --- a run, as workflow code sees it ---------------------------------------------------
-
-RunWorkflow = Callable[[dict[str, Any]], Coroutine[Any, Any, dict[str, Any]]]
-"""A run's workflow function: takes a ``RunRequest`` as JSON, returns the run's result."""
-
-WAITING_READ_ONLY = "on_agent_suspended and on_agent_resumed observe a step while it waits, before it commits"
-
-
-@dataclass(frozen=True)
-class RunScope:
-    """One run of one agent, as workflow code sees it."""
-
-    agent: AgentConfig
-    request: RunRequest
-    run_workflow: RunWorkflow
-    """The workflow that runs a run (``helix_agent_run``): a sub-agent's or a companion's
-    run is started as one, a child of this run's workflow."""
-    first_execution: bool = False
-    """This execution of the run's workflow is its first (not a recovery, not a resume):
-    none of its steps ran before (``AgentRuntime.first_execution``)."""
-
-    @property
-    def session_id(self) -> str:
-        return self.request.session_id
-
-    @property
-    def root_session_id(self) -> str:
-        return self.request.root_session_id or self.request.session_id
-
-    def tool(self, name: str) -> Tool:
-        found = self.agent.get_tool(name)
-        assert found is not None, f"the loop only schedules known tools, not {name!r}"
-        return found
-
-    def job(self, step_no: int, call: ParsedToolCall, base_state: Any) -> ToolJob:
-        return ToolJob(
-            self.agent.name, self.session_id, self.request.run, step_no, call, base_state,
-            ran_before=not self.first_execution,
-        )
-
-    def hook_context(self, step_no: int, state: Any) -> HookContext:
-        """What ``on_agent_suspended`` / ``on_agent_resumed`` see: the state before the
-        step, read-only (the hooks after the commit write through ``_durable/hooks.py``)."""
-        return HookContext(
-            self.session_id, self.agent.name, step_no, ReadOnlyState(StateTracker(state).get_state(), WAITING_READ_ONLY)
-        )
-
-
-# --- DBOS's log about cancelled helix runs --------------------------------------------
-
-_HELIX_WORKFLOW = re.compile(r"helix:.+?:run:\d+")
-_PARKED = re.compile(
-    r"^Workflow (helix:.+?:run:\d+) (?:is no longer owned by this execution|was cancelled during execution"
-    r"|outcome was not recorded)"
-)
-_TASK_CANCELLED = "Asyncio task cancelled for workflow or step"
-_CANCELLED = (dbos_errors.DBOSAwaitedWorkflowCancelledError, dbos_errors.DBOSWorkflowCancelledError)
-
-
-class CancelledRunFilter(logging.Filter):
-    """Drops DBOS's records about a helix run ending through cancellation; logs them to
-    helix's log at debug level."""
-
-    def __init__(self, log: Callable[[], EventLog]) -> None:
-        super().__init__()
-        self.log = log
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        workflow_id = cancelled_helix_workflow(record)
-        if workflow_id is None:
-            return True
-        self.log().debug("run.cancel_observed", workflow_id=workflow_id, dbos_message=record.getMessage())
-        return False
-
-
-def cancelled_helix_workflow(record: logging.LogRecord) -> str | None:
-    """The helix workflow a DBOS record reports as cancelled (or parked), else None."""
-    exc = record.exc_info[1] if record.exc_info else None
-    if isinstance(exc, _CANCELLED):
-        match = _HELIX_WORKFLOW.search(str(getattr(exc, "workflow_id", None) or exc))
-        return match.group(0) if match else None
-    if record.levelno != logging.WARNING:
-        return None
-    message = record.getMessage()
-    if message.startswith(_TASK_CANCELLED):
-        workflow_id = DBOS.workflow_id or ""  # logged inside the cancelled task, in its DBOS context
-        return workflow_id if _HELIX_WORKFLOW.fullmatch(workflow_id) else None
-    match = _PARKED.match(message)
-    return match.group(1) if match else None
-
-
-def quiet_cancelled_runs(log: Callable[[], EventLog]) -> None:
-    """Install the filter on DBOS's logger once per process (a later call re-points it):
-    ``log()`` is the log the dropped records go to."""
-    dbos_logger = logging.getLogger("dbos")
-    for existing in dbos_logger.filters:
-        if isinstance(existing, CancelledRunFilter):
-            existing.log = log
-            return
-    dbos_logger.addFilter(CancelledRunFilter(log))

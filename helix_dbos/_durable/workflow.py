@@ -37,7 +37,8 @@ from helix_dbos._durable.payloads import (
     WaitRequest,
     waiter_workflow_id,
 )
-from helix_dbos._durable.runtime import RunScope, current_runtime
+from helix_dbos._durable.run_scope import RunScope
+from helix_dbos._durable.runtime import current_runtime
 from helix_dbos._durable.streaming import live_events_written
 from helix_dbos.observability import points as observe
 from helix_dbos._text import storable

@@ -1,5 +1,5 @@
 """helix's event log (``helix_dbos._logs``) and the filter that keeps DBOS quiet about
-helix runs ending through abort (``_durable/runtime.py``): real loggers, real records."""
+helix runs ending through abort (``_durable/dbos_log.py``): real loggers, real records."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from dbos import error as dbos_errors
 
-from helix_dbos._durable.runtime import cancelled_helix_workflow
+from helix_dbos._durable.dbos_log import cancelled_helix_workflow
 from helix_dbos.errors import ConfigurationError
 from helix_dbos._logs import EventLog, StructuredLogger
 

@@ -30,7 +30,8 @@ from helix_dbos import companions as spec
 from helix_dbos._durable.children.companion_steps import Delivery
 from helix_dbos._durable.children.dispatch import final_output
 from helix_dbos._durable.payloads import RunRequest
-from helix_dbos._durable.runtime import RunScope, current_runtime
+from helix_dbos._durable.run_scope import RunScope
+from helix_dbos._durable.runtime import current_runtime
 from helix_dbos._durable.streaming import StepEvents, live_events_written, tool_result_events
 from helix_dbos.observability import points as observe
 from helix_dbos.orchestration import create_tool_result_message

@@ -25,7 +25,8 @@ from dbos import DBOS, SetWorkflowID
 from helix_dbos._durable.hooks import fire_hook
 from helix_dbos._durable.children.remote_dispatch import run_remote_child
 from helix_dbos._durable.payloads import RunRequest, continued_by, run_workflow_id
-from helix_dbos._durable.runtime import RunScope, current_runtime
+from helix_dbos._durable.run_scope import RunScope
+from helix_dbos._durable.runtime import current_runtime
 from helix_dbos._durable.streaming import StepEvents, live_events_written, tool_result_events
 from helix_dbos.events import SubAgentFinishEvent, SubAgentStartEvent
 from helix_dbos.observability import points as observe

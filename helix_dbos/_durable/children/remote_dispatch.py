@@ -25,7 +25,8 @@ from typing import Any
 import httpx
 from dbos import DBOS, StepOptions
 
-from helix_dbos._durable.runtime import RunScope, current_runtime
+from helix_dbos._durable.run_scope import RunScope
+from helix_dbos._durable.runtime import current_runtime
 from helix_dbos._durable.streaming import StepEvents, tool_result_events
 from helix_dbos.events import SubAgentEventEvent, SubAgentFinishEvent, SubAgentStartEvent
 from helix_dbos.orchestration import create_sub_agent_result_message

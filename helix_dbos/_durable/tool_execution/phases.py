@@ -15,7 +15,8 @@ from typing import Any
 from dbos import DBOS
 
 from helix_dbos._durable.payloads import ToolOutcome, call_digest, tool_outcome
-from helix_dbos._durable.runtime import RunScope, current_runtime
+from helix_dbos._durable.run_scope import RunScope
+from helix_dbos._durable.runtime import current_runtime
 from helix_dbos._durable.streaming import StepEvents, outcome_events
 from helix_dbos._durable.tool_execution.call import run_tool
 from helix_dbos.types import FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, ParsedSubAgentCall, ParsedToolCall
