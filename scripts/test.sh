@@ -24,7 +24,8 @@ fi
 if [[ " $* " == *" -m unit "* ]]; then
     parallel=(-n "${HELIX_TEST_WORKERS:-0}")  # they only compute: a worker's start costs more than it saves
 else
-    parallel=(-n "${HELIX_TEST_WORKERS:-4}")
+    # the longest files first, in the order tests/conftest.py's RUN_FIRST gives them
+    parallel=(-n "${HELIX_TEST_WORKERS:-4}" --no-loadscope-reorder)
 fi
 for arg in "$@"; do
     case "$arg" in

@@ -83,10 +83,36 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {meaning}")
 
 
+RUN_FIRST = (
+    "tests/crash/test_crash_recovery.py",
+    "tests/workers/test_chaos.py",
+    "tests/crash/test_crash_live_events.py",
+    "tests/crash/test_crash_hooks.py",
+    "tests/runtime/test_start_under_faults.py",
+    "tests/cli/test_operator_commands.py",
+)
+"""The files whose tests run for minutes, longest first. They are collected first, so that
+pytest-xdist (``--no-loadscope-reorder``, as ``scripts/test.sh`` runs it) starts them first
+and the run does not end with one worker busy on one of them while the others idle."""
+
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _start_rank(item: pytest.Item) -> int:
+    path = Path(str(item.fspath)).relative_to(_ROOT).as_posix()
+    return RUN_FIRST.index(path) if path in RUN_FIRST else len(RUN_FIRST)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test: ``fault`` and ``process`` by its directory, ``process`` also when its
     module uses subprocesses, ``browser`` by its name, ``db`` when it depends on the
-    database fixtures, ``unit`` when it is none of these."""
+    database fixtures, ``unit`` when it is none of these. Then put :data:`RUN_FIRST` first
+    (a stable sort: every other test keeps its place)."""
+    moved = [path for path in RUN_FIRST if not (_ROOT / path).is_file()]
+    if moved:
+        raise pytest.UsageError(f"tests/conftest.py RUN_FIRST names files that do not exist: {moved}")
+    items.sort(key=_start_rank)
     for item in items:
         directory = Path(str(item.fspath)).parent.name
         module = getattr(item, "module", None)
