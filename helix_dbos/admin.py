@@ -241,15 +241,19 @@ def resume(url: str, session_id: str) -> RunControl:
 
 
 def move(url: str, session_id: str, version: str, queue: str = DEFAULT_QUEUE) -> RunControl:
-    """Move a run stranded on an old application version to ``version`` (see
-    :func:`helix_dbos._client.commands.move_to_version`)."""
+    """Move a run stranded on an application version no process runs any more to
+    ``version``: its workflow is cancelled and a new run of the session is enqueued on
+    ``queue`` for the workers of ``version``, from the last committed step (what the
+    stranded run did in its unfinished step is done again)."""
     with _engine(url) as engine, ClientWorkflows(url) as workflows:
         return commands.move_to_version(engine, workflows, session_id, version, queue)
 
 
 def fork(url: str, session_id: str, from_step: int, new_session_id: str | None = None) -> SessionRecord:
     """A new, interrupted session with ``session_id``'s transcript and state after step
-    ``from_step`` (see :func:`helix_dbos._client.commands.fork`)."""
+    ``from_step`` (usage and events are not copied; its first event, ``forked``, names
+    the source). A worker that registered the agent continues it with
+    ``executor.resume(agent, new_id)``."""
     with _engine(url) as engine:
         return commands.fork(engine, session_id, from_step, new_session_id)
 
@@ -258,8 +262,9 @@ def prune(
     url: str, completed_before: timedelta | datetime, *, dry_run: bool = False, batch_size: int = 100
 ) -> PruneReport:
     """Remove sessions finished more than ``completed_before`` ago (a duration) or before
-    it (a time), each with its sub-agent sessions and their DBOS workflows (see
-    :func:`helix_dbos._client.commands.prune`)::
+    it (a time), each with its whole sub-agent tree and their DBOS workflows,
+    ``batch_size`` trees per transaction. A dry run reports what would go and removes
+    nothing::
 
         report = admin.prune(url, timedelta(days=30), dry_run=True)
         print(report.sessions, "sessions and", report.workflows, "workflows would go")

@@ -8,8 +8,8 @@ Anyone with the database URL answers it, from any process::
     # or, with no agents and no DBOS launched:
     helix_dbos.admin.approve(url, "s1", "t1", approver="ana")
 
-How an answer is recorded and delivered is ``helix_dbos._client.commands.answer``. This
-module does no I/O.
+This module does no I/O: recording and delivering an answer is the executor's and the
+operator API's work.
 """
 
 from __future__ import annotations

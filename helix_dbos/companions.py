@@ -15,7 +15,7 @@ elsewhere. Every message to it is a run of that session: a ``blocking`` child's 
 awaited and its output is the tool's result; a ``non-blocking`` child's call returns at
 once, and the child's end reaches the parent's transcript at the start of the parent's
 next step, as a user message (``companion_notice``). This module holds the definitions
-only; ``_durable/children/companion_calls.py`` runs them.
+only; the run's workflow runs them.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ the CLI prints one clear line instead of a traceback::
     ├── SessionBusyError            the session already has a run in progress
     ├── ToolCallNotPendingError     the call is unknown, answered, timed out or of another kind
     ├── InvalidToolResultError      a client result does not match the tool's output schema
-    ├── UnstorableTextError         caller-given text holds NUL or a lone surrogate (helix_dbos._text)
+    ├── UnstorableTextError         caller-given text holds NUL or a lone surrogate
     ├── ReadOnlyStateError          ctx.update_state where the state cannot change (an approval predicate)
     └── WorkflowContextError        called where DBOS cannot record it (inside a step)
 
@@ -105,7 +105,7 @@ class WorkflowContextError(HelixError):
 
 class UnstorableTextError(HelixError):
     """Caller-given text holds a character Postgres cannot store (NUL, a lone surrogate);
-    refused before anything is written (``helix_dbos._text`` states the rule).
+    refused before anything is written.
 
     ``field`` names the argument, ``path`` the place inside it (``""``: the argument
     itself), ``position`` the character's index in that string.

@@ -13,8 +13,7 @@ each says what it is in one line::
     'search [t1] {"q":"dbos"}'
 
 A run's stream starts with ``run_start`` and ends with one of :data:`RUN_END_EVENTS`,
-followed by a ``state_patch`` when the hooks that observe its last step changed the state
-(``_durable/hooks.py``).
+followed by a ``state_patch`` when the hooks that observe its last step changed the state.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ session id, ``<parent session>-remote-<tool call id>``, proxies the remote strea
 own as ``subagent_event`` frames while it waits, and reads the child's result from
 ``GET /status``. A recovered parent asks ``/status`` first and re-attaches to a child it
 started before instead of starting it again; an interrupt or abort of the parent is sent
-on (``POST /interrupt``, ``POST /abort``). ``_durable/children/remote_dispatch.py`` runs it.
+on (``POST /interrupt``, ``POST /abort``).
 """
 
 from __future__ import annotations

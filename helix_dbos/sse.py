@@ -27,7 +27,7 @@ KEEPALIVE = ": keep-alive\n\n"
 
 
 class StreamItem(Protocol):
-    """A durable event record (``helix_dbos._store.records.EventRecord``) or a delta."""
+    """A durable event record (:class:`~helix_dbos.EventRecord`) or a delta (:class:`~helix_dbos.DeltaRecord`)."""
 
     type: str
 

@@ -64,9 +64,9 @@ class DBOSAgentExecutor:
     an answer and the message that delivers it reach the same database. With
     ``run_migrations=False`` the schema is only checked (run ``helix-dbos migrate``).
     ``logger`` gets helix's events (a ``logging.Logger`` or a structlog-style logger,
-    see :mod:`helix_dbos._logs`); without one they go to the silent ``helix_dbos`` logger.
+    see :class:`~helix_dbos.StructuredLogger`); without one they go to the silent ``helix_dbos`` logger.
 
-    Constructing it takes this process's worker lease (:mod:`helix_dbos._client.leases`;
+    Constructing it takes this process's worker lease (:class:`~helix_dbos.LeaseSettings`;
     ``lease`` sets its timing, default from ``$HELIX_LEASE_TTL``): from then on a run this
     process leaves behind, killed or drained, is adopted by another live process of the
     application, and this process adopts theirs. It raises :class:`ExecutorIdInUseError`
@@ -145,7 +145,7 @@ class DBOSAgentExecutor:
 
         ``input`` is the user message: a string, or anything JSON-serializable.
         With ``queue`` (or the executor's ``default_queue``) the run is enqueued on that
-        DBOS queue and any worker listening on it runs it (see _client/queues.py);
+        DBOS queue and any worker listening on it runs it (see :class:`~helix_dbos.QueueSettings`);
         ``priority`` orders queued runs (lower runs first).
 
         A connection lost while starting is retried, and a start whose answer was lost
@@ -374,8 +374,8 @@ class DBOSAgentExecutor:
     async def stream_async(
         self, session_id: str, from_seq: int = 0, deltas: bool = False, **options: Any
     ) -> AsyncIterator[EventRecord | DeltaRecord]:
-        """:meth:`stream` for async code: no thread and no connection of its own
-        (:class:`~helix_dbos._client.live.LiveStreams`). Options are ``follow``,
+        """:meth:`stream` for async code: no thread and no connection of its own (the
+        process's one listening connection fans events out to every stream). Options are ``follow``,
         ``until_run_end`` and ``idle_timeout``, as for :meth:`stream`."""
         require_storable("session_id", session_id)
         live = self.live()

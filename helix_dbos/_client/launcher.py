@@ -68,7 +68,7 @@ def dbos_config(
 
     The executor id is ``$DBOS__VMID``, else ``<hostname>-<pid>`` (DBOS's own default,
     ``local``, would be the same in every replica of your app); a process that dies is
-    adopted by the others through its worker lease (:mod:`helix_dbos._client.leases`).
+    adopted by the others through its worker lease (:class:`~helix_dbos.LeaseSettings`).
 
     ``overrides`` are any other DBOS config keys (``executor_id``, ``log_level``, ...);
     ``db_engine_kwargs`` is merged over helix's::

@@ -69,6 +69,21 @@ def test_what_users_read_imports_public_modules_only() -> None:
     assert found == []
 
 
+PRIVATE_PATH = re.compile(r"helix_dbos\._[a-z]|(?<![\w/])_(?:client|store|durable|cli)/")
+
+
+def test_the_reference_s_docstrings_name_no_private_module() -> None:
+    """What the API reference shows (every exported name, its methods, the operator API)
+    sends no reader into a private module."""
+    shown = [getattr(helix_dbos, name) for name in helix_dbos.__all__]
+    shown += [member for value in shown if inspect.isclass(value) for _, member in inspect.getmembers(value)
+              if inspect.isfunction(member) and not member.__name__.startswith("_")]
+    shown += [getattr(helix_dbos.admin, name) for name in helix_dbos.admin.__all__]
+    found = {getattr(value, "__qualname__", repr(value)) for value in shown
+             if PRIVATE_PATH.search(inspect.getdoc(value) or "")}
+    assert found == set()
+
+
 def test_the_public_modules_are_the_documented_ones() -> None:
     """Each exported name comes from a module that exists; the implementation modules are
     private (a leading underscore) and the public ones are the documented homes."""
