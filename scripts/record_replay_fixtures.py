@@ -48,9 +48,9 @@ import replay_kit as kit  # noqa: E402
 
 import helix_dbos  # noqa: E402
 from helix_dbos import RunEnqueuer, admin, application_version  # noqa: E402
-from helix_dbos.client.workflows import ClientWorkflows  # noqa: E402
-from helix_dbos.database import libpq_url, start_embedded, validate_url  # noqa: E402
-from helix_dbos.store.migrations import migrate  # noqa: E402
+from helix_dbos._client.workflows import ClientWorkflows  # noqa: E402
+from helix_dbos._database import libpq_url, start_embedded, validate_url  # noqa: E402
+from helix_dbos._store.migrations import migrate  # noqa: E402
 
 FOLLOW_UPS = [{"session": "done", "agent": "replay-done", "message": "the weather"}]
 """Messages the test sends, once the new release runs, to sessions the old one completed."""
