@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
@@ -74,11 +76,23 @@ def worker_command(app: str, queue: str, executor_id: str | None, drain_timeout:
     a drain, 3 when another worker adopted its runs (it was paused or cut off for longer
     than its lease), 1 on an error.
     """
+    _exit_with(lambda: serve(_make_worker(app, queue, executor_id, **given), echo=_echo, drain_timeout=drain_timeout))
+
+
+def _exit_with(work: Callable[[], int]) -> NoReturn:
+    """Run ``work`` and exit with its status, or 1 after an error: a :class:`HelixError` as
+    one line, anything else with its traceback (a usage error is click's to report). The
+    process exits even when threads are left (see :func:`_exit`)."""
     try:
-        code = serve(_make_worker(app, queue, executor_id, **given), echo=_echo, drain_timeout=drain_timeout)
+        code = work()
+    except click.ClickException:
+        raise
     except HelixError as exc:
         click.echo(f"error: {exc}", err=True)
-        _exit(1)
+        code = 1
+    except Exception:
+        traceback.print_exc()
+        code = 1
     _exit(code)
 
 
@@ -102,15 +116,13 @@ def recover_command(app: str, queue: str, dead: tuple[str, ...], executor_id: st
     worker claims them (this one included). Stop it with SIGTERM like any worker. Workers
     adopt each other's runs by themselves; this is for executors that kept no lease.
     """
-    try:
+    def recover_and_serve() -> int:
         worker = _make_worker(app, queue, executor_id, **given)
         if worker.executor_id in dead:
             raise HelixError("--executor-id must differ from the dead executor's id")
-        code = serve(worker, recover_ids=dead, echo=_echo, drain_timeout=drain_timeout)
-    except HelixError as exc:
-        click.echo(f"error: {exc}", err=True)
-        _exit(1)
-    _exit(code)
+        return serve(worker, recover_ids=dead, echo=_echo, drain_timeout=drain_timeout)
+
+    _exit_with(recover_and_serve)
 
 
 @click.command("serve")
@@ -129,12 +141,11 @@ def serve_command(app: str, auth: str | None, allow_unauthenticated: bool, host:
     """Serve the agents over HTTP (the executor routes and the console) until SIGTERM/SIGINT, then drain."""
     from helix_dbos.server.serve import serve as serve_agents
 
-    try:
+    def serve_until_stopped() -> int:
         if auth is None and not allow_unauthenticated:
             raise HelixError("give --auth module:function, or --allow-unauthenticated to serve without authentication")
         serve_agents(app, host=host, port=port, auth=auth, allow_unauthenticated=allow_unauthenticated,
                      worker=worker, queue=queue, executor_id=executor_id, echo=_echo, drain_timeout=drain_timeout)
-    except HelixError as exc:
-        click.echo(f"error: {exc}", err=True)
-        _exit(1)
-    _exit(0)
+        return 0
+
+    _exit_with(serve_until_stopped)

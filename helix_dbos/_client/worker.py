@@ -109,6 +109,8 @@ class Worker:
         if lease is not None:
             lease.on_adopted = on_adopted or lease.on_adopted
             lease.on_fenced = on_fenced or lease.on_fenced
+        if self.metrics_port is not None:
+            self._serve_metrics(self.metrics_port)
         try:
             DBOS.listen_queues([self.settings.name])
         except dbos_errors.DBOSException:
@@ -120,10 +122,20 @@ class Worker:
             self.settings = stored.model_copy(update=self.overrides)
             QueueSettings.model_validate(self.settings.model_dump())
         register_queue(self.settings)
-        if self.metrics_port is not None:
-            from helix_dbos.observability.exposition import serve_metrics
 
-            serve_metrics(self.metrics_port, self.executor.database_url)
+    def _serve_metrics(self, port: int) -> None:
+        """``/metrics`` on ``port``, before DBOS takes any work: a port that cannot be bound
+        fails the start, and the lease the executor took is released (no one waits for it
+        to expire)."""
+        from helix_dbos.observability.exposition import serve_metrics
+
+        assert self.executor is not None
+        try:
+            serve_metrics(port, self.executor.database_url)
+        except HelixError:
+            if self.executor.lease is not None:
+                self.executor.lease.release()
+            raise
 
     def drain(self, timeout: float, hurry: threading.Event | None = None) -> Drained:
         """Stop taking runs, let the running ones finish for up to ``timeout`` seconds, hand

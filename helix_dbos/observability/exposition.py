@@ -44,7 +44,11 @@ def with_metrics(app: Any, database_url: str) -> Any:
 
 
 def serve_metrics(port: int, database_url: str, host: str = "0.0.0.0") -> None:
-    """Serve ``/metrics`` on ``host:port`` from a daemon thread."""
+    """Serve ``/metrics`` on ``host:port`` from a daemon thread; a port that cannot be
+    bound (taken, privileged) raises :class:`ConfigurationError` saying which."""
     prometheus = _prometheus()
+    try:
+        prometheus.start_http_server(port, addr=host)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
     register_fleet_metrics(database_url)
-    prometheus.start_http_server(port, addr=host)

@@ -43,7 +43,9 @@ from helix_dbos._client.streams import follow_events
 from helix_dbos._store.engine import create_engine
 
 url, session_id = sys.argv[1], sys.argv[2]
-for event in follow_events(url, session_id, 0, engine=create_engine(url), idle_timeout=60):
+engine = create_engine(url)
+print("ready", flush=True)
+for event in follow_events(url, session_id, 0, engine=engine, idle_timeout=60):
     print(json.dumps({"seq": event.seq, "step": event.step, "type": event.type, "data": event.data}), flush=True)
 """
 
@@ -59,13 +61,18 @@ class Log(BaseModel):
 
 
 class Reader:
-    """``follow_events`` in another process; what it printed, each line with the time it arrived."""
+    """``follow_events`` in another process; what it printed, each line with the time it
+    arrived. Returns once the process has imported helix (on a loaded machine that takes
+    seconds, which would otherwise eat into the tool the test times against)."""
 
     def __init__(self, database_url: str, session_id: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", READER_SCRIPT, database_url, session_id],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
+        assert self.proc.stdout is not None
+        ready = self.proc.stdout.readline()
+        assert ready == "ready\n", (ready, self.proc.stderr.read() if self.proc.poll() is not None else "")
         self.lines: queue.Queue[tuple[float, dict[str, Any]]] = queue.Queue()
         self.seen: list[tuple[float, dict[str, Any]]] = []
         threading.Thread(target=self._read, daemon=True).start()

@@ -71,7 +71,7 @@ def test_runs_survive_two_minutes_of_killed_and_drained_workers(url: str, procs:
         line for proc in procs for line in proc.errors if "rror" in line)[-5000:]
 
     for victim_id, victim in drained:
-        assert victim.popen.wait(30) == 0, "\n".join(victim.errors[-20:])
+        assert victim.exit_code(30) == 0, "\n".join(victim.errors[-20:])
     handed_back = [next(line for line in victim.lines if " handed back " in line) for _, victim in drained]
     killed_ids = [eid for eid, _, _ in killed]
     until(url, "SELECT count(*) FROM helix.workers WHERE state = 'adopted' AND executor_id = ANY(%s)", (killed_ids,),

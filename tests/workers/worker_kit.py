@@ -44,15 +44,19 @@ class Proc:
                  argv: list[str] | None = None) -> None:
         """``helix-dbos ARGS`` (or ``argv``) in ``tests/scaleout``, on database ``url``."""
         full_env = {**os.environ, "HELIX_SCALEOUT_URL": url, "HELIX_SCALEOUT_WORK_SECONDS": str(work_seconds),
-                    **(env or {})}
+                    "PYTHONFAULTHANDLER": "1", **(env or {})}
         self.popen = subprocess.Popen(
             argv or [sys.executable, "-c", CLI, *args], cwd=APP_DIR, env=full_env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         self.lines: list[str] = []
         self.errors: list[str] = []
-        threading.Thread(target=self._read, args=(self.popen.stdout, self.lines), daemon=True).start()
-        threading.Thread(target=self._read, args=(self.popen.stderr, self.errors), daemon=True).start()
+        self._readers = [
+            threading.Thread(target=self._read, args=(stream, into), daemon=True)
+            for stream, into in ((self.popen.stdout, self.lines), (self.popen.stderr, self.errors))
+        ]
+        for reader in self._readers:
+            reader.start()
 
     @staticmethod
     def _read(stream: IO[str], into: list[str]) -> None:
@@ -82,6 +86,27 @@ class Proc:
     def kill(self) -> None:
         self.popen.kill()
         self.popen.wait()
+
+    def exit_code(self, timeout: float) -> int:
+        """Its exit status once it exits (with every line it printed read); a process still
+        running after ``timeout`` seconds is sent SIGABRT (its faulthandler prints every
+        thread's stack) and fails the test with what it printed."""
+        try:
+            code = self.popen.wait(timeout)
+            for reader in self._readers:
+                reader.join(5)
+            return code
+        except subprocess.TimeoutExpired:
+            self.popen.send_signal(signal.SIGABRT)
+            try:
+                self.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+            for reader in self._readers:
+                reader.join(5)
+            pytest.fail(f"{self.popen.args[3:]} did not exit in {timeout:g}s:\n" + "\n".join(self.lines[-20:])
+                        + "\n" + "\n".join(self.errors[-150:]))
 
     def stop(self, timeout: float = 40) -> int:
         if self.popen.poll() is None:
