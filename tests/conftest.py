@@ -48,6 +48,7 @@ from psycopg import sql
 from helix_dbos._database import check_connection, libpq_url, render_url, validate_url
 from helix_dbos.errors import DatabaseError
 from helix_dbos._store.migrations import migrate
+from postmaster import process_alive, server_running
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_DATABASE_URL_VAR = "HELIX_TEST_DATABASE_URL"
@@ -211,18 +212,8 @@ def _drop_databases_of_dead_runs(server_url: str) -> None:
         ]
     for name in names:
         match = re.fullmatch(rf"{TEST_DATABASE_PREFIX}(\d+)_\d+", name)
-        if match and not _process_exists(int(match.group(1))):
+        if match and not process_alive(int(match.group(1))):
             drop_database(server_url, name)
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextmanager
@@ -235,15 +226,6 @@ def _file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _postmaster_running(pgdata: Path) -> bool:
-    """Whether a server runs in ``pgdata`` (the pid on ``postmaster.pid``'s first line)."""
-    try:
-        pid = int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
-    except (OSError, ValueError):
-        return False
-    return _process_exists(pid)
 
 
 def _max_connections(url: str) -> int:
@@ -265,7 +247,7 @@ def _start_embedded_test_server() -> str:
         import pgserver
 
     with _file_lock(TEST_PGDATA_LOCK):
-        starts_it = not _postmaster_running(TEST_PGDATA)
+        starts_it = not server_running(TEST_PGDATA, grace=0)
         TEST_PGDATA.mkdir(parents=True, exist_ok=True)
         server = pgserver.get_server(TEST_PGDATA, cleanup_mode="stop")
         url = render_url(str(server.get_uri()))

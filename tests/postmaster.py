@@ -3,6 +3,9 @@ it after a failure, so a test that checks the server stops with its last user le
 nothing behind when it fails::
 
     assert not server_running(pgdata), "the embedded server outlived the demo"
+
+``process_alive(pid)`` is the check underneath (the test databases of a run whose
+process is gone are dropped with it, ``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -26,14 +29,14 @@ def server_running(pgdata: Path, grace: float = 10.0) -> bool:
     the latest: a server that is exiting gets that long to be gone (a killed one may wait
     to be reaped), and a stale pid file left by a server that was killed does not count."""
     deadline = time.monotonic() + grace
-    while _alive(_postmaster_pid(pgdata)):
+    while process_alive(_postmaster_pid(pgdata)):
         if time.monotonic() >= deadline:
             return True
         time.sleep(0.1)
     return False
 
 
-def _alive(pid: int | None) -> bool:
+def process_alive(pid: int | None) -> bool:
     """Whether process ``pid`` runs (a zombie waiting to be reaped does not)."""
     if pid is None:
         return False

@@ -25,9 +25,9 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from helix_dbos._client.notifications import WAKE, Notifications, Subscription
+from helix_dbos._client.streams import PAGE, take_page
 from helix_dbos._database import libpq_url
 from helix_dbos._deltas import DeltaRecord
-from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos._store import async_reads
 from helix_dbos._store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord
 
@@ -39,7 +39,6 @@ yielded and it starts waiting for more."""
 
 T = TypeVar("T")
 
-_PAGE = 1000
 _POOL_SIZE = 8
 
 
@@ -72,7 +71,7 @@ class LiveStreams:
         async with await self._connection() as conn:
             return await work(conn)
 
-    async def events_after(self, session_id: str, after_seq: int, limit: int = _PAGE) -> list[EventRecord]:
+    async def events_after(self, session_id: str, after_seq: int, limit: int = PAGE) -> list[EventRecord]:
         async with await self._connection() as conn:
             return await async_reads.events_after(conn, session_id, after_seq, limit)
 
@@ -117,13 +116,13 @@ class LiveStreams:
             last = from_seq - 1
             quiet = heartbeat if heartbeat is not None else idle_timeout
             while True:
-                batch = await self.events_after(session_id, last)
-                for event in batch:
-                    last = event.seq
+                page = take_page(await self.events_after(session_id, last), last, until_run_end)
+                for event in page.events:
                     yield event
-                    if until_run_end and event.type in RUN_END_EVENTS:
-                        return
-                if len(batch) == _PAGE:
+                if page.ended:
+                    return
+                last = page.last_seq
+                if page.more:
                     continue
                 if not follow:
                     return

@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Generator, Iterator
+from dataclasses import dataclass
 
 import psycopg
 import sqlalchemy as sa
@@ -38,7 +39,35 @@ from helix_dbos._store.records import EventRecord
 
 _SAFETY_WAKEUP_SECONDS = 5.0
 _EVENTS_CHANNEL = "helix_events"
-_PAGE = 1000
+PAGE = 1000
+"""How many events a follower reads at once."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """One read of a session's stream as a follower takes it (the sync and the async
+    follower alike)."""
+
+    events: list[EventRecord]
+    """What to yield: the read, cut after a run's end when the follower stops there."""
+    last_seq: int
+    """Where the next read starts after."""
+    ended: bool
+    """A run ended in it and the follower stops there: return once ``events`` are yielded."""
+    more: bool
+    """The read was full: read again before waiting for a notification."""
+
+
+def take_page(batch: list[EventRecord], last_seq: int, until_run_end: bool) -> Page:
+    """What a follower does with ``batch``, the events after ``last_seq``::
+
+        >>> take_page([], 7, until_run_end=True)
+        Page(events=[], last_seq=7, ended=False, more=False)
+    """
+    for index, event in enumerate(batch):
+        if until_run_end and event.type in RUN_END_EVENTS:
+            return Page(batch[: index + 1], event.seq, ended=True, more=False)
+    return Page(batch, batch[-1].seq if batch else last_seq, ended=False, more=len(batch) == PAGE)
 
 
 def follow_events(
@@ -67,13 +96,12 @@ def follow_events(
         last = from_seq - 1
         while True:
             with engine.connect() as conn:
-                batch = reads.events_after(conn, session_id, last, limit=_PAGE)
-            for event in batch:
-                last = event.seq
-                yield event
-                if until_run_end and event.type in RUN_END_EVENTS:
-                    return
-            if len(batch) == _PAGE:
+                page = take_page(reads.events_after(conn, session_id, last, limit=PAGE), last, until_run_end)
+            yield from page.events
+            if page.ended:
+                return
+            last = page.last_seq
+            if page.more:
                 continue  # more were written already
             if not follow:
                 return

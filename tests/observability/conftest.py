@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from obs_kit import free_port, until
+from obs_kit import free_port
+from serving import wait_until_served
 
 PHOENIX = Path(__file__).resolve().parents[2] / ".helix" / "phoenix-venv" / "bin" / "phoenix"
 
@@ -25,18 +25,12 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Any:
     port, grpc = free_port(), free_port()
     env = {**os.environ, "PHOENIX_WORKING_DIR": str(tmp_path_factory.mktemp("phoenix")), "PHOENIX_PORT": str(port),
            "PHOENIX_GRPC_PORT": str(grpc), "PHOENIX_HOST": "127.0.0.1"}
-    proc = subprocess.Popen([str(PHOENIX), "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([str(PHOENIX), "serve"], env=env, text=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
-    until(lambda: _healthy(base), "Phoenix to start", timeout=120, every=0.5)
+    wait_until_served(f"{base}/healthz", proc, timeout=120, poll=0.5)
     try:
         yield base
     finally:
         proc.terminate()
         proc.wait(30)
-
-
-def _healthy(base: str) -> bool:
-    try:
-        return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False

@@ -25,6 +25,7 @@ from helix_dbos import RunEnqueuer
 from helix_dbos import admin
 from helix_dbos._store.migrations import migrate
 from obs_kit import free_port, run_completed, server, slow_called, stop_all, until, worker
+from serving import start_run, wait_until_served
 
 SCRAPE_CONFIG = """
 global:
@@ -51,22 +52,15 @@ def prometheus(tmp_path: Path) -> Any:
     proc = subprocess.Popen(
         [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
          f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        text=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
-    until(lambda: _ready(base), "prometheus to be ready", timeout=60)
+    wait_until_served(f"{base}/-/ready", proc, timeout=60)
     try:
         yield ports, base
     finally:
         proc.terminate()
         proc.wait(30)
-
-
-def _ready(base: str) -> bool:
-    try:
-        return httpx.get(f"{base}/-/ready", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def promql(base: str, query: str) -> dict[str, float]:
@@ -85,9 +79,7 @@ ENDED = 'sum by (job) (helix_runs_ended_total{agent="obs-assistant",status="comp
 def start_runs(port: int, prefix: str, *words: str) -> None:
     """``POST /start`` on the server: one run of ``obs-assistant`` per word, session ``<prefix>-<word>``."""
     for word in words:
-        response = httpx.post(f"http://127.0.0.1:{port}/start", json={
-            "agent": "obs-assistant", "input": word, "session_id": f"{prefix}-{word}"}, timeout=30)
-        assert response.status_code == 202, response.text
+        start_run(f"http://127.0.0.1:{port}", "obs-assistant", word, f"{prefix}-{word}")
 
 
 def _is(seen: dict[str, float], wanted: dict[str, float]) -> tuple[bool, dict[str, float]]:

@@ -13,7 +13,6 @@ import sys
 import time
 from typing import Any
 
-import httpx
 import pytest
 
 from helix_dbos import admin
@@ -32,6 +31,7 @@ from obs_kit import (
     until,
     worker,
 )
+from serving import start_run
 
 HELIX_SPANS = ("invoke_agent ", "agent_step ", "execute_tool ", "chat ", "helix.")
 
@@ -203,9 +203,7 @@ def test_companions_and_sub_agents_recovered_or_waiting_stay_under_their_calls(m
     session = "kin"
 
     def start(word: str) -> None:
-        response = httpx.post(f"http://127.0.0.1:{port}/start", json={"agent": "obs-lead", "input": word,
-                                                                      "session_id": session}, timeout=30)
-        assert response.status_code == 202, response.text
+        start_run(f"http://127.0.0.1:{port}", "obs-lead", word, session)
 
     try:
         start("spawn")

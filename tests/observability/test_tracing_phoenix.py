@@ -13,8 +13,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import httpx
-
 from helix_dbos import admin
 from helix_dbos.observability import session_span_context
 from helix_dbos._store.migrations import migrate
@@ -30,6 +28,7 @@ from obs_kit import (
     until,
     worker,
 )
+from serving import start_run
 
 SESSION = "trace-me"
 
@@ -45,9 +44,7 @@ def test_a_session_with_four_runs_a_wait_a_sub_agent_and_a_crash_is_one_trace(ma
     api = f"http://127.0.0.1:{port}"
 
     def start(word: str) -> None:
-        response = httpx.post(f"{api}/start", json={"agent": "obs-assistant", "input": word, "session_id": SESSION},
-                              timeout=30)
-        assert response.status_code == 202, (word, response.text, admin.list_runs(url, SESSION))
+        start_run(api, "obs-assistant", word, SESSION)
 
     try:
         for run, word in enumerate(("tools", "approve", "delegate"), start=1):

@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -42,6 +41,7 @@ from helix_dbos._database import libpq_url
 from helix_dbos.errors import ConfigurationError
 from helix_dbos.server import Forbidden, create_app
 from helix_dbos._store.delta_channels import listen_statement
+from serving import wait_until_served
 
 APPS = Path(__file__).resolve().parent.parent / "apps"
 HELIX = Path(sys.executable).with_name("helix-dbos")
@@ -318,15 +318,6 @@ def test_helix_dbos_serve_runs_the_agents_itself_by_default(executor):
         assert httpx.get(f"{base}/status", params={"session_id": sid}).json()["output"] == f"served by {pid}"
 
 
-def _answers(url: str, headers: dict[str, str] | None = None) -> bool:
-    """Whether ``url`` answers 200 yet (a server still starting refuses connections)."""
-    try:
-        return httpx.get(url, headers=headers).status_code == 200
-    except httpx.TransportError:
-        time.sleep(0.1)
-        return False
-
-
 def test_serve_without_an_auth_decision_is_one_clear_line():
     proc = subprocess.run([str(HELIX), "serve", "--app", "server_app:executor"], capture_output=True, text=True,
                           timeout=60)
@@ -349,7 +340,7 @@ def test_the_fastapi_example_serves_agents_and_starts_one_from_its_own_workflow(
     base = f"http://127.0.0.1:{port}"
     auth = {"Authorization": "Bearer s3cret"}
     try:
-        wait_for(lambda: _answers(f"{base}/agents/sessions", auth), timeout=60, what="the example app")
+        wait_until_served(f"{base}/agents/sessions", proc, timeout=60, headers=auth)
         assert httpx.post(f"{base}/agents/start", json={"agent": "demo-researcher", "input": "x"}).status_code == 401
         started = httpx.post(f"{base}/agents/start", headers=auth,
                              json={"agent": "demo-researcher", "input": "Why do agent runs survive crashes?"})

@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from helix_dbos._store.migrations import migrate
+from serving import start_run, wait_until_served
 
 APPS = Path(__file__).resolve().parents[1] / "apps"
 CLI = "from helix_dbos._cli import main; main()"
@@ -54,7 +55,7 @@ class Server:
              "--port", port, "--executor-id", self.executor_id, "--queue", "remote"],
             cwd=APPS, env=self.env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
-        until(lambda: _answers(f"{self.url}/sessions"), f"{self.url} to answer")
+        wait_until_served(f"{self.url}/sessions", self.proc, timeout=TIMEOUT)
         return self
 
     def stop(self) -> None:
@@ -74,19 +75,11 @@ class Server:
         return httpx.get(f"{self.url}/status", params={"session_id": session_id}).json()
 
     def start_run(self, agent: str, text: str, session_id: str) -> None:
-        answer = httpx.post(f"{self.url}/start", json={"agent": agent, "input": text, "session_id": session_id})
-        assert answer.status_code == 202, answer.text
+        start_run(self.url, agent, text, session_id)
 
     def events(self, session_id: str) -> list[dict[str, Any]]:
         body = httpx.get(f"{self.url}/sse", params={"session_id": session_id}, timeout=TIMEOUT).text
         return [json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:")]
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def until(predicate: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
