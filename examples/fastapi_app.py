@@ -25,6 +25,7 @@ from dbos import DBOS
 from fastapi import FastAPI
 from starlette.requests import Request
 
+import helix_dbos
 from helix_dbos import DBOSAgentExecutor, LiteLLMAdapter, MockLLMAdapter, dbos_config
 from helix_dbos.demo import research_agent, scripted_research
 from helix_dbos.server import create_app
@@ -54,7 +55,8 @@ def authenticate(request: Request) -> str | None:
 async def lifespan(_: FastAPI) -> AsyncIterator[None]:
     DBOS.launch()
     yield
-    DBOS.destroy(destroy_registry=False)
+    await helix_dbos.shutdown_async()  # Ctrl-C, SIGTERM: runs in flight finish or are handed back; the lease is released
+    await executor.close_async()
 
 
 app = FastAPI(lifespan=lifespan)

@@ -36,6 +36,8 @@ _EXPORTS: dict[str, str] = {
     "define_agent": "helix_dbos.agents",
     "define_tool": "helix_dbos.tools",
     "tool": "helix_dbos.tools",
+    "Toolset": "helix_dbos.toolsets",
+    "ToolsetRun": "helix_dbos.toolsets",
     "cost_exceeds": "helix_dbos.orchestration",
     "has_tool_call": "helix_dbos.orchestration",
     "step_count_is": "helix_dbos.orchestration",
@@ -53,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "dbos_config": "helix_dbos._client.launcher",
     "launch_standalone": "helix_dbos._client.launcher",
     "shutdown": "helix_dbos._client.launcher",
+    "shutdown_async": "helix_dbos._client.launcher",
     "drain": "helix_dbos._client.launcher",
     "Drained": "helix_dbos._client.leases",
     "LeaseSettings": "helix_dbos._client.leases",
@@ -98,13 +101,17 @@ _EXPORTS: dict[str, str] = {
     "HelixError": "helix_dbos.errors",
     "InvalidLastEventIdError": "helix_dbos.errors",
     "InvalidToolResultError": "helix_dbos.errors",
+    "MemoryInputError": "helix_dbos.errors",
+    "EmbeddingError": "helix_dbos.errors",
     "ReadOnlyStateError": "helix_dbos.errors",
     "SchemaOutdatedError": "helix_dbos.errors",
     "SessionBusyError": "helix_dbos.errors",
     "SessionNotFoundError": "helix_dbos.errors",
+    "ToolCallLostError": "helix_dbos.errors",
     "ToolCallNotPendingError": "helix_dbos.errors",
     "ToolInputError": "helix_dbos.errors",
     "UnstorableTextError": "helix_dbos.errors",
+    "VectorSearchUnavailableError": "helix_dbos.errors",
     "WorkflowContextError": "helix_dbos.errors",
 }
 
@@ -123,6 +130,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         drain as drain,
         launch_standalone as launch_standalone,
         shutdown as shutdown,
+        shutdown_async as shutdown_async,
     )
     from helix_dbos._client.leases import Drained as Drained, LeaseSettings as LeaseSettings
     from helix_dbos._client.queues import (
@@ -143,13 +151,17 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         HelixError as HelixError,
         InvalidLastEventIdError as InvalidLastEventIdError,
         InvalidToolResultError as InvalidToolResultError,
+        MemoryInputError as MemoryInputError,
+        EmbeddingError as EmbeddingError,
         ReadOnlyStateError as ReadOnlyStateError,
         SchemaOutdatedError as SchemaOutdatedError,
         SessionBusyError as SessionBusyError,
         SessionNotFoundError as SessionNotFoundError,
+        ToolCallLostError as ToolCallLostError,
         ToolCallNotPendingError as ToolCallNotPendingError,
         ToolInputError as ToolInputError,
         UnstorableTextError as UnstorableTextError,
+        VectorSearchUnavailableError as VectorSearchUnavailableError,
         WorkflowContextError as WorkflowContextError,
     )
     from helix_dbos.events import Event as Event
@@ -184,6 +196,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         define_tool as define_tool,
         tool as tool,
     )
+    from helix_dbos.toolsets import Toolset as Toolset, ToolsetRun as ToolsetRun
     from helix_dbos.types import (
         AgentResult as AgentResult,
         AssistantMessage as AssistantMessage,

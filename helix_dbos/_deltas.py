@@ -17,7 +17,8 @@ its own consumers and those of every session above it (the parent's stream shows
 tagged with the child, as it shows the child's durable events). ``attempt`` says which try of the step produced the delta: it grows with every model call
 (a retry inside the step, or a re-run after a crash), so a consumer that sees a newer
 attempt for the same ``(run, step)`` drops what it showed of the older one. ``index``
-counts the deltas of one attempt from 0, in the order they were produced.
+counts the deltas of one attempt from 0, in the order they were produced; a ``state``
+delta holds one or more updates of a tool, joined, and its index is its first update's.
 """
 
 from __future__ import annotations
@@ -56,7 +57,16 @@ DeltaSink = Callable[[Delta], None]
 
 class DeltaRecord(Delta):
     """A delta as consumers receive it: which session, run, step and attempt produced it,
-    and its position ``index`` within that attempt."""
+    and its position ``index`` within that attempt.
+
+    Attributes:
+        session_id: The session.
+        run: The run.
+        step: The step whose model call streamed it.
+        attempt: Which try of the step produced it; a newer attempt's deltas replace an
+            older one's.
+        index: Its place within the attempt, from 0.
+    """
 
     type: Literal["delta"] = "delta"
     session_id: str
@@ -66,11 +76,26 @@ class DeltaRecord(Delta):
     index: int
 
     def to_payload(self) -> str:
-        """Compact JSON, ASCII only (so ``\\u0000`` and any text survive a NOTIFY)."""
+        """Compact JSON, ASCII only (so ``\\u0000`` and any text survive a NOTIFY).
+
+        Returns:
+            The record as one line of JSON, without the fields that are None.
+        """
         return json.dumps(self.model_dump(mode="json", exclude_none=True), separators=(",", ":"))
 
     @classmethod
     def from_payload(cls, payload: str) -> DeltaRecord:
+        """A record from its :meth:`to_payload` text.
+
+        Args:
+            payload: The JSON text.
+
+        Returns:
+            The record.
+
+        Raises:
+            pydantic.ValidationError: ``payload`` is not a delta record.
+        """
         return cls.model_validate_json(payload)
 
 

@@ -19,8 +19,8 @@ Every event has a stable name and fields (``session_id``, ``tool_call_id``, ...)
 
 The events: ``client_tool.suspended`` / ``.submitted`` / ``.timeout`` /
 ``.validation_failed`` (client tools and approvals alike, ``kind`` says which),
-``subagent.dispatch_failed``, ``hook.failed`` and ``run.failed``. A logger that raises
-never breaks a run.
+``subagent.dispatch_failed``, ``hook.failed``, ``tool.failed`` (a tool raised: with
+its traceback) and ``run.failed``. A logger that raises never breaks a run.
 """
 
 from __future__ import annotations
@@ -44,13 +44,37 @@ _RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 class StructuredLogger(Protocol):
     """A logger that takes an event name and keyword fields (structlog's shape)."""
 
-    def debug(self, event: str, **fields: Any) -> Any: ...
+    def debug(self, event: str, **fields: Any) -> Any:
+        """Log ``event`` at debug level.
 
-    def info(self, event: str, **fields: Any) -> Any: ...
+        Args:
+            event: The event's stable dotted name, for example ``run.failed``.
+            **fields: The event's fields.
+        """
 
-    def warning(self, event: str, **fields: Any) -> Any: ...
+    def info(self, event: str, **fields: Any) -> Any:
+        """Log ``event`` at info level.
 
-    def error(self, event: str, **fields: Any) -> Any: ...
+        Args:
+            event: The event's stable dotted name, for example ``run.failed``.
+            **fields: The event's fields.
+        """
+
+    def warning(self, event: str, **fields: Any) -> Any:
+        """Log ``event`` at warning level.
+
+        Args:
+            event: The event's stable dotted name, for example ``run.failed``.
+            **fields: The event's fields.
+        """
+
+    def error(self, event: str, **fields: Any) -> Any:
+        """Log ``event`` at error level.
+
+        Args:
+            event: The event's stable dotted name, for example ``run.failed``.
+            **fields: The event's fields.
+        """
 
 
 AnyLogger = Union[logging.Logger, logging.LoggerAdapter, StructuredLogger]  # type: ignore[type-arg]

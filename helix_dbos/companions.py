@@ -44,7 +44,13 @@ WAIT = f"{COMPANION_TOOL_PREFIX}waitForResult"
 
 @dataclass(frozen=True)
 class PersistentAgent:
-    """A kind of companion a parent may spawn: the agent and how the parent waits for it."""
+    """A kind of companion a parent may spawn: the agent and how the parent waits for it.
+
+    Attributes:
+        agent: The companion's agent.
+        mode: ``blocking`` or ``non-blocking``.
+        description: What the parent's model is told of it; default the agent's name.
+    """
 
     agent: AgentConfig
     mode: CompanionMode = "blocking"
@@ -52,6 +58,7 @@ class PersistentAgent:
 
     @property
     def agent_type(self) -> str:
+        """The companion's agent name, which the model spawns it by."""
         return self.agent.name
 
 
@@ -59,39 +66,60 @@ def persistent_agent(
     agent: AgentConfig, mode: CompanionMode = "blocking", description: str | None = None
 ) -> PersistentAgent:
     """``agent`` as a persistent sub-agent: ``blocking`` (the parent's call waits for the
-    child's answer) or ``non-blocking`` (the call returns at once; the answer comes later)."""
+    child's answer) or ``non-blocking`` (the call returns at once; the answer comes later).
+
+    Args:
+        agent: The companion's agent.
+        mode: ``blocking`` or ``non-blocking``.
+        description: What the parent's model is told of it.
+
+    Returns:
+        The persistent agent, for ``define_agent(persistent_agents=[...])``.
+    """
     if mode not in ("blocking", "non-blocking"):
         raise ValueError(f"mode must be 'blocking' or 'non-blocking', not {mode!r}")
     return PersistentAgent(agent, mode, description)
 
 
 class SpawnAgentInput(BaseModel):
+    """The arguments of ``companion__spawnAgent``."""
     agentType: str = Field(description="Which kind of companion to start (one of the agent types listed).")
     message: str = Field(description="The task for the companion, with everything it needs to know.")
     name: str | None = Field(default=None, description="A name to address it by later (default: <agentType>-<n>).")
 
 
 class SendMessageInput(BaseModel):
+    """The arguments of ``companion__sendMessage``."""
     name: str = Field(description="The companion's name.")
     message: str = Field(description="The message: a new task, or feedback on its last answer.")
 
 
 class ListChildrenInput(BaseModel):
+    """The arguments of ``companion__listChildren``: none."""
     pass
 
 
 class ChildNameInput(BaseModel):
+    """The arguments of a companion tool that names one companion."""
     name: str = Field(description="The companion's name.")
 
 
 class TerminateChildInput(BaseModel):
+    """The arguments of ``companion__terminateChild``."""
     name: str = Field(description="The companion's name.")
     reason: str | None = Field(default=None, description="Why it is stopped.")
 
 
 def companion_tools(persistent: tuple[PersistentAgent, ...]) -> tuple[Tool, ...]:
     """The tools injected into an agent with persistent agents: five always, and
-    ``waitForResult`` when one of them is ``blocking``."""
+    ``waitForResult`` when one of them is ``blocking``.
+
+    Args:
+        persistent: The agent's persistent agents.
+
+    Returns:
+        The tools; none without persistent agents.
+    """
     if not persistent:
         return ()
     kinds = "; ".join(
@@ -114,17 +142,42 @@ def _tool(name: str, schema: type[BaseModel], description: str) -> Tool:
 
 
 def companion_session_id(parent_session_id: str, name: str) -> str:
-    """The session id of the parent's companion named ``name``."""
+    """The session id of the parent's companion named ``name``.
+
+    Args:
+        parent_session_id: The parent's session.
+        name: The companion's name.
+
+    Returns:
+        ``<parent session>-agent-<name>``.
+    """
     return f"{parent_session_id}-agent-{name}"
 
 
 def companion_owner(name: str) -> str:
-    """What a companion session records as its parent call (``parent_tool_call_id``)."""
+    """What a companion session records as its parent call (``parent_tool_call_id``).
+
+    Args:
+        name: The companion's name.
+
+    Returns:
+        The parent call id the companion session records.
+    """
     return f"companion:{name}"
 
 
 def notice_text(name: str, status: str, output: Any, error: str | None) -> str:
-    """The user message that tells a parent a non-blocking companion finished."""
+    """The user message that tells a parent a non-blocking companion finished.
+
+    Args:
+        name: The companion's name.
+        status: How its run ended.
+        output: Its output, when it completed.
+        error: Its error, when it failed.
+
+    Returns:
+        The message's text.
+    """
     if status == "completed":
         body = output if isinstance(output, str) else json.dumps(output, separators=(",", ":"))
         return f"[companion {name} completed] {body}"

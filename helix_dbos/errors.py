@@ -66,12 +66,23 @@ class ToolInputError(HelixError, ValueError):
 
     The message lists every problem with its field path; the runtime sends it back as the
     tool's error result, so the model can fix its call. ``validation_error`` is pydantic's.
+
+    Args:
+        message: Every problem, with its field path.
+        tool_name: The tool's name.
+        validation_error: Pydantic's error.
     """
 
     def __init__(self, message: str, tool_name: str, validation_error: Exception) -> None:
         super().__init__(message)
         self.tool_name = tool_name
         self.validation_error = validation_error
+
+
+class ToolCallLostError(HelixError):
+    """A run's tool call was in flight each time the run lost its worker, as many times as
+    its agent's ``max_worker_losses``: the run ends ``failed`` rather than running the
+    call on one more worker (a tool that kills or freezes its process would take them all)."""
 
 
 class AgentNotRegisteredError(HelixError):
@@ -109,6 +120,12 @@ class UnstorableTextError(HelixError):
 
     ``field`` names the argument, ``path`` the place inside it (``""``: the argument
     itself), ``position`` the character's index in that string.
+
+    Args:
+        message: What was refused, and why.
+        field: The argument's name.
+        path: The place inside it; ``""`` for the argument itself.
+        position: The character's index in that string.
     """
 
     def __init__(self, message: str, *, field: str, path: str = "", position: int = 0) -> None:
@@ -120,3 +137,18 @@ class UnstorableTextError(HelixError):
 
 class InvalidLastEventIdError(HelixError, ValueError):
     """An SSE ``Last-Event-ID`` that is not an event's ``seq`` (a whole number ≥ 0)."""
+
+
+class MemoryInputError(HelixError, ValueError):
+    """A memory call's input is not acceptable (a namespace, text, key, metadata, limit or
+    mode out of bounds); refused before anything is stored or searched."""
+
+
+class VectorSearchUnavailableError(HelixError):
+    """A vector search, or an embedding space, was asked for where there is none: the
+    database has no pgvector (text-only memory), no embedding space is active, or no
+    embedder is configured to embed the query."""
+
+
+class EmbeddingError(HelixError):
+    """The embedding provider failed or answered something that is not the vectors asked for."""

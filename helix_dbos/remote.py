@@ -34,7 +34,15 @@ Auth = Mapping[str, str] | Callable[[], Mapping[str, str]] | None
 
 @dataclass(frozen=True)
 class RemoteSubAgentSpec:
-    """Where a remote sub-agent tool sends its calls."""
+    """Where a remote sub-agent tool sends its calls.
+
+    Attributes:
+        url: The server's base URL.
+        agent: The agent's name on that server.
+        auth: Headers for every request, or a function that makes them.
+        input_mapper: Makes the child's first user message of the validated arguments, or
+            None.
+    """
 
     url: str
     agent: str
@@ -42,11 +50,23 @@ class RemoteSubAgentSpec:
     input_mapper: Callable[[Any], Any] | None = None
 
     def headers(self) -> dict[str, str]:
+        """The headers for one request to the remote server.
+
+        Returns:
+            The headers (``auth`` called, when it is a function).
+        """
         given = self.auth() if callable(self.auth) else self.auth
         return dict(given or {})
 
     def child_input(self, arguments: BaseModel) -> str:
-        """The remote child's first user message for validated ``arguments``."""
+        """The remote child's first user message for validated ``arguments``.
+
+        Args:
+            arguments: The call's validated arguments.
+
+        Returns:
+            The message's text.
+        """
         return mapped_input(arguments, self.input_mapper)
 
 
@@ -60,7 +80,21 @@ def create_remote_sub_agent_tool(
     input_mapper: Callable[[Any], Any] | None = None,
 ) -> Tool:
     """A tool ``subagent__<name>`` that runs agent ``agent`` of the helix agent server at
-    ``url`` (the base its routes hang off, e.g. ``http://host:8000/agents``) as a child."""
+    ``url`` (the base its routes hang off, e.g. ``http://host:8000/agents``) as a child.
+
+    Args:
+        name: The tool's name after ``subagent__``.
+        url: The server's base URL.
+        agent: The agent's name on that server.
+        auth: Headers for every request, or a function that makes them (called for each
+            request, so a token can be refreshed).
+        description: What the model is told the tool does.
+        input_schema: A pydantic model of the arguments; default one ``input`` string.
+        input_mapper: Makes the child's first user message of the validated arguments.
+
+    Returns:
+        The tool, for ``define_agent(tools=[...])``.
+    """
     return Tool(
         name=f"{SUB_AGENT_TOOL_PREFIX}{name}",
         description=description or f"Delegate a task to the remote {agent} agent and get its result.",
@@ -71,5 +105,13 @@ def create_remote_sub_agent_tool(
 
 
 def remote_session_id(parent_session_id: str, tool_call_id: str) -> str:
-    """The session id, on the remote server, of the child started by one call."""
+    """The session id, on the remote server, of the child started by one call.
+
+    Args:
+        parent_session_id: The parent's session.
+        tool_call_id: The sub-agent call's id.
+
+    Returns:
+        ``<parent session>-remote-<tool call id>``.
+    """
     return f"{parent_session_id}-remote-{tool_call_id}"

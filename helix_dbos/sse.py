@@ -31,14 +31,29 @@ class StreamItem(Protocol):
 
     type: str
 
-    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
+    def model_dump(self, *, mode: str) -> dict[str, Any]:
+        """The item's fields, as pydantic dumps them.
+
+        Args:
+            mode: ``json`` for JSON data.
+
+        Returns:
+            The fields.
+        """
 
 
 def encode(item: StreamItem) -> str:
     """One SSE frame for an event record (``id: <seq>``) or a :class:`DeltaRecord` (no id).
 
-    >>> encode(DeltaRecord(session_id="s1", run=1, step=1, attempt=5, index=0, kind="text", text="Hi"))
-    'event: delta\\ndata: {"kind":"text","text":"Hi","type":"delta","session_id":"s1","run":1,"step":1,"attempt":5,"index":0}\\n\\n'
+    Args:
+        item: An event record or a delta record.
+
+    Returns:
+        The frame, ending in a blank line.
+
+    Examples:
+        >>> encode(DeltaRecord(session_id="s1", run=1, step=1, attempt=5, index=0, kind="text", text="Hi"))
+        'event: delta\\ndata: {"kind":"text","text":"Hi","type":"delta","session_id":"s1","run":1,"step":1,"attempt":5,"index":0}\\n\\n'
     """
     if isinstance(item, DeltaRecord):
         return f"event: delta\ndata: {item.to_payload()}\n\n"
@@ -50,7 +65,14 @@ def encode(item: StreamItem) -> str:
 def resume_from(last_event_id: str | None) -> int:
     """The ``from_seq`` to stream from after ``Last-Event-ID`` (0 without one).
 
-    Raises :class:`InvalidLastEventIdError` for anything that is not a ``seq``.
+    Args:
+        last_event_id: The ``Last-Event-ID`` header, or None.
+
+    Returns:
+        The ``seq`` after it.
+
+    Raises:
+        InvalidLastEventIdError: It is not an event's ``seq``.
     """
     if last_event_id is None or last_event_id.strip() == "":
         return 0

@@ -34,19 +34,40 @@ class SubAgentInput(BaseModel):
 
 @dataclass(frozen=True)
 class SubAgentSpec:
-    """What a sub-agent tool dispatches to, and how it turns arguments into the child's input."""
+    """What a sub-agent tool dispatches to, and how it turns arguments into the child's input.
+
+    Attributes:
+        agent: The child agent.
+        input_mapper: Makes the child's first user message of the validated arguments, or
+            None.
+    """
 
     agent: AgentConfig
     input_mapper: Callable[[Any], Any] | None = None
 
     def child_input(self, arguments: BaseModel) -> str:
-        """The child's first user message for validated ``arguments``."""
+        """The child's first user message for validated ``arguments``.
+
+        Args:
+            arguments: The call's validated arguments.
+
+        Returns:
+            The message's text.
+        """
         return mapped_input(arguments, self.input_mapper)
 
 
 def mapped_input(arguments: BaseModel, input_mapper: Callable[[Any], Any] | None) -> str:
     """A child's first user message: what ``input_mapper`` makes of the validated
-    ``arguments``, else the ``input`` of :class:`SubAgentInput`, else the arguments as JSON."""
+    ``arguments``, else the ``input`` of :class:`SubAgentInput`, else the arguments as JSON.
+
+    Args:
+        arguments: The call's validated arguments.
+        input_mapper: Makes the message of them, or None.
+
+    Returns:
+        The message's text.
+    """
     if input_mapper is not None:
         mapped = input_mapper(arguments)
     elif isinstance(arguments, SubAgentInput):
@@ -67,7 +88,19 @@ def create_sub_agent_tool(
     input_schema: type[BaseModel] = SubAgentInput,
     input_mapper: Callable[[Any], Any] | None = None,
 ) -> Tool:
-    """A tool ``subagent__<name>`` (default: the agent's name) that runs ``agent`` as a child."""
+    """A tool ``subagent__<name>`` (default: the agent's name) that runs ``agent`` as a child.
+
+    Args:
+        agent: The child agent; registering the parent registers it too.
+        name: The tool's name after ``subagent__``; default the agent's name.
+        description: What the model is told the tool does; default from the agent.
+        input_schema: A pydantic model of the arguments; default one ``input`` string.
+        input_mapper: Makes the child's first user message of the validated arguments;
+            default their ``input``, else the arguments as JSON.
+
+    Returns:
+        The tool, for ``define_agent(tools=[...])``.
+    """
     agent_type = name or agent.name
     return Tool(
         name=f"{SUB_AGENT_TOOL_PREFIX}{agent_type}",
@@ -79,13 +112,28 @@ def create_sub_agent_tool(
 
 
 def child_session_id(parent_session_id: str, tool_call_id: str) -> str:
-    """The session id of the child started by one sub-agent call."""
+    """The session id of the child started by one sub-agent call.
+
+    Args:
+        parent_session_id: The parent's session.
+        tool_call_id: The sub-agent call's id.
+
+    Returns:
+        ``<parent session>-sub-<tool call id>``.
+    """
     return f"{parent_session_id}-sub-{tool_call_id}"
 
 
 def sub_agents_of(agent: AgentConfig) -> list[AgentConfig]:
     """The agents reachable from ``agent``'s sub-agent tools and persistent agents,
-    nearest first, each once."""
+    nearest first, each once.
+
+    Args:
+        agent: The parent agent.
+
+    Returns:
+        The agents.
+    """
     found: dict[str, AgentConfig] = {}
     pending = [agent]
     while pending:

@@ -39,14 +39,18 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn, Protocol, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from helix_dbos.errors import AgentDefinitionError, ReadOnlyStateError, ToolInputError
+from helix_dbos.errors import AgentDefinitionError, HelixError, ReadOnlyStateError, ToolInputError
 from helix_dbos.orchestration.finish_with import ToolCallOutcome
 from helix_dbos.orchestration.validation import format_validation_error, to_json_value
 from helix_dbos.types import FINISH_TOOL_NAME, ToolSpec
+
+if TYPE_CHECKING:
+    from helix_dbos._store.memory_records import MemoryWrite
+    from helix_dbos.memory.context import ToolMemory
 
 logger = logging.getLogger("helix_dbos")
 
@@ -60,9 +64,22 @@ TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 class StateTrackerLike(Protocol):
     """What contexts need from the runtime's state tracker (``helix_dbos.state.StateTracker``)."""
 
-    def get_state(self) -> Any: ...
+    def get_state(self) -> Any:
+        """The current state.
 
-    def update(self, fn: Callable[[Any], Any]) -> Any: ...
+        Returns:
+            The state, as the agent's ``state_schema`` model or a dict.
+        """
+
+    def update(self, fn: Callable[[Any], Any]) -> Any:
+        """Change the state through a draft.
+
+        Args:
+            fn: Receives a mutable draft of the state and changes it.
+
+        Returns:
+            The state after the change.
+        """
 
 
 class ReadOnlyState:
@@ -71,6 +88,10 @@ class ReadOnlyState:
     nobody keeps::
 
         ReadOnlyState(state, "require_approval predicates only decide whether a call waits")
+
+    Args:
+        state: The state to show.
+        reason: Why it cannot be changed, said in the error.
     """
 
     def __init__(self, state: Any, reason: str) -> None:
@@ -78,9 +99,22 @@ class ReadOnlyState:
         self.reason = reason
 
     def get_state(self) -> Any:
+        """The state.
+
+        Returns:
+            The state given to the constructor.
+        """
         return self._state
 
     def update(self, fn: Callable[[Any], Any]) -> Any:
+        """Refuse to change the state.
+
+        Args:
+            fn: The change, never applied.
+
+        Raises:
+            ReadOnlyStateError: Always, saying where the state can be changed.
+        """
         raise ReadOnlyStateError(
             f"this context's state is read-only: {self.reason}. Change the state from a tool"
             " (ctx.update_state in execute) or from a hook that observes a committed step"
@@ -99,6 +133,12 @@ class HookContext:
     through the state tracker (``fn`` receives a mutable draft)::
 
         ctx.update_state(lambda draft: draft.update(last_saved_id=saved_id))
+
+    Args:
+        session_id: The session of the running agent.
+        agent_name: The running agent's name.
+        step: The current step, from 0.
+        tracker: The session's state tracker.
     """
 
     def __init__(
@@ -110,9 +150,27 @@ class HookContext:
         self._tracker = tracker
 
     def get_state(self) -> Any:
+        """The session's custom state.
+
+        Returns:
+            The state, as the agent's ``state_schema`` model or a dict.
+        """
         return self._tracker.get_state()
 
     def update_state(self, fn: Callable[[Any], Any]) -> Any:
+        """Change the session's custom state through a draft.
+
+        Args:
+            fn: Receives a mutable draft of the state and changes it.
+
+        Returns:
+            The state after the change.
+
+        Raises:
+            ReadOnlyStateError: This context's state cannot be changed (a hook that runs
+                before a step's commit).
+            StateValidationError: The new state does not match the agent's ``state_schema``.
+        """
         return self._tracker.update(fn)
 
 
@@ -164,10 +222,22 @@ class AbortSignal:
         self.reason: AbortReason | None = None
 
     def is_set(self) -> bool:
+        """Whether the call was asked to stop.
+
+        Returns:
+            True once the signal is set.
+        """
         return self._event.is_set()
 
     def set(self, reason: AbortReason) -> bool:
-        """Ask the call to stop; False when it already was asked (the first reason stays)."""
+        """Ask the call to stop; False when it already was asked (the first reason stays).
+
+        Args:
+            reason: ``timeout``, ``interrupt`` or ``abort``.
+
+        Returns:
+            True when this call set the signal.
+        """
         with self._lock:
             if self._event.is_set():
                 return False
@@ -179,11 +249,25 @@ class AbortSignal:
         return True
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block the calling thread until the signal is set or ``timeout`` passes; whether it is set."""
+        """Block the calling thread until the signal is set or ``timeout`` passes; whether it is set.
+
+        Args:
+            timeout: Seconds to wait at most; None waits until the signal is set.
+
+        Returns:
+            Whether the signal is set.
+        """
         return self._event.wait(timeout)
 
     async def wait_async(self, timeout: float | None = None) -> bool:
-        """Await the signal (or ``timeout``) without blocking the event loop; whether it is set."""
+        """Await the signal (or ``timeout``) without blocking the event loop; whether it is set.
+
+        Args:
+            timeout: Seconds to wait at most; None waits until the signal is set.
+
+        Returns:
+            Whether the signal is set.
+        """
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()
         self.add_listener(lambda _: loop.call_soon_threadsafe(woken.set))
@@ -195,7 +279,11 @@ class AbortSignal:
 
     def add_listener(self, listener: Callable[[AbortReason], object]) -> None:
         """Call ``listener(reason)`` when the signal is set (now, if it already is), from
-        the thread that sets it; what it returns is ignored."""
+        the thread that sets it; what it returns is ignored.
+
+        Args:
+            listener: Called with the reason once the signal is set.
+        """
         with self._lock:
             if not self._event.is_set():
                 self._listeners.append(listener)
@@ -206,13 +294,21 @@ class AbortSignal:
 
 
 class ToolContext(HookContext):
-    """The context a tool's ``execute`` receives. Built by the runtime::
-
-        ctx = ToolContext(session_id, tool_call_id, agent_name, step, tracker, emit=None)
+    """The context a tool's ``execute`` receives; the runtime builds one for each call.
 
     Besides :class:`HookContext`, it knows the ``tool_call_id``, can :meth:`emit` custom
     stream events (kept, in order, in :attr:`events`), and has the call's
     :class:`AbortSignal` in :attr:`abort_signal`.
+
+    Args:
+        session_id: The session of the running agent.
+        tool_call_id: The call's id.
+        agent_name: The running agent's name.
+        step: The current step, from 0.
+        tracker: The session's state tracker.
+        emit: Receives each custom event as ``emit(event_type, data)``.
+        abort_signal: The call's abort signal; default a new one.
+        memory: The call's agent memory (:attr:`memory`); None outside an agent run.
     """
 
     def __init__(
@@ -224,17 +320,48 @@ class ToolContext(HookContext):
         tracker: StateTrackerLike,
         emit: EmitFn | None = None,
         abort_signal: AbortSignal | None = None,
+        memory: ToolMemory | None = None,
     ) -> None:
         super().__init__(session_id, agent_name, step, tracker)
         self.tool_call_id = tool_call_id
         self.events: list[ToolEvent] = []
         self.abort_signal = abort_signal if abort_signal is not None else AbortSignal()
         self._emit = emit
+        self._memory = memory
+
+    @property
+    def memory(self) -> ToolMemory:
+        """Agent memory (``helix_dbos.memory``), for a tool running in an agent run::
+
+            ctx.memory.remember(("user", "u-42"), "prefers metric units")
+            hits = ctx.memory.search(("user", "u-42"), "units")
+
+        What the tool remembers or forgets commits with its step (never twice on a
+        replay); a search reads the memories committed so far.
+
+        Raises:
+            HelixError: The context is not a running tool's (e.g. one built by hand).
+        """
+        if self._memory is None:
+            raise HelixError("ctx.memory is only available to a tool running in an agent run")
+        return self._memory
+
+    @property
+    def memory_writes(self) -> list[MemoryWrite]:
+        """What the call remembered and forgot so far (committed with its step)."""
+        return [] if self._memory is None else list(self._memory.writes)
 
     def emit(self, event_type: str, data: Any = None) -> _Emitted:
         """Emit a custom event; ``data`` must be JSON-able (pydantic models are dumped).
 
         Synchronous; may also be awaited (``await ctx.emit(...)``).
+
+        Args:
+            event_type: The event's type, chosen by the tool.
+            data: The event's data: JSON-able, or a pydantic model.
+
+        Returns:
+            An awaitable that does nothing more.
         """
         event = ToolEvent(type=event_type, data=to_json_value(data))
         self.events.append(event)
@@ -258,7 +385,27 @@ class Tool:
 
     ``execute`` is ``None`` only for framework tools the runtime handles itself: the
     injected ``__finish__`` tool and sub-agent tools (``sub_agent`` set to the child
-    agent's config by the runtime's ``create_sub_agent_tool``).
+    agent's config by :func:`~helix_dbos.subagents.create_sub_agent_tool`).
+
+    Attributes:
+        name: The tool's name: 1 to 64 letters, digits, ``_`` or ``-``.
+        description: What the model is told the tool does.
+        input_schema: A pydantic model of the arguments.
+        execute: ``execute(input, ctx) -> output``, sync or async; ``"client"`` for a
+            tool the client executes; None only for framework tools.
+        output_schema: A pydantic model the output is validated against (a dict is
+            coerced into it).
+        finish_with: The call's output ends the run as the agent's output.
+        finish_with_transform: With ``finish_with``, turns the output into the agent's
+            output.
+        require_approval: True, or a synchronous predicate ``(input, ctx) -> bool``
+            evaluated per call: the call waits for a person's decision before it runs.
+        strict: Ask the provider for strict schema adherence of the arguments.
+        approval_timeout: Seconds to wait for a decision before the call gets a timeout
+            error; None waits forever.
+        client_timeout: With ``execute="client"``, seconds to wait for the client's result
+            before the call gets a timeout error; None waits forever.
+        sub_agent: The child agent of a sub-agent tool.
     """
 
     name: str
@@ -296,7 +443,11 @@ class Tool:
         return self.sub_agent is not None
 
     def spec(self) -> ToolSpec:
-        """What the model is told: name, description, JSON Schema of the input."""
+        """What the model is told: name, description, JSON Schema of the input.
+
+        Returns:
+            The tool's name, description and JSON Schema of its input.
+        """
         return ToolSpec(
             name=self.name,
             description=self.description,
@@ -312,7 +463,14 @@ class Tool:
     def parse_input(self, arguments: Any) -> BaseModel:
         """Validate the model's arguments (``None`` counts as ``{}``).
 
-        Raises :class:`ToolInputError` listing every validation error.
+        Args:
+            arguments: The model's arguments, a dict or None.
+
+        Returns:
+            The arguments as an ``input_schema`` model.
+
+        Raises:
+            ToolInputError: The arguments do not validate; lists every error.
         """
         try:
             return self.input_schema.model_validate({} if arguments is None else arguments)
@@ -323,7 +481,15 @@ class Tool:
 
     def needs_approval(self, input: Any, ctx: ToolContext) -> bool:
         """Whether this call waits for a human decision. Fails closed: a predicate that
-        raises means approval is required."""
+        raises means approval is required.
+
+        Args:
+            input: The validated arguments.
+            ctx: The call's context.
+
+        Returns:
+            True when the call must wait for a person.
+        """
         if not callable(self.require_approval):
             return self.require_approval
         try:
@@ -336,7 +502,18 @@ class Tool:
 
     async def run(self, input: Any, ctx: ToolContext) -> Any:
         """Run ``execute(input, ctx)``, awaiting it when it is async. Exceptions propagate:
-        the runtime turns them into error results for the model."""
+        the runtime turns them into error results for the model.
+
+        Args:
+            input: The validated arguments.
+            ctx: The call's context.
+
+        Returns:
+            What ``execute`` returned.
+
+        Raises:
+            TypeError: The tool is not executed by the server.
+        """
         if not callable(self.execute):
             raise TypeError(f"Tool '{self.name}' is not executed by the server")
         result = self.execute(input, ctx)
@@ -348,7 +525,16 @@ class Tool:
         """``output`` as JSON data for the tool result and the step checkpoint.
 
         With an ``output_schema`` the output is validated against it first (a dict is
-        coerced into the model); a mismatch raises :class:`pydantic.ValidationError`.
+        coerced into the model).
+
+        Args:
+            output: What ``execute`` returned.
+
+        Returns:
+            The output as JSON data.
+
+        Raises:
+            pydantic.ValidationError: The output does not match ``output_schema``.
         """
         if self.output_schema is not None:
             output = self.output_schema.model_validate(output)
@@ -357,7 +543,14 @@ class Tool:
     def finish_output(self, output: Any) -> Any:
         """The agent output for this finishWith tool's JSON ``output`` (from
         :meth:`dump_output`): loaded into ``output_schema`` when set, then passed through
-        ``finish_with_transform`` when set."""
+        ``finish_with_transform`` when set.
+
+        Args:
+            output: The call's JSON output.
+
+        Returns:
+            The agent's output.
+        """
         loaded = self.output_schema.model_validate(output) if self.output_schema else output
         if self.finish_with_transform is None:
             return loaded
@@ -366,7 +559,16 @@ class Tool:
     def outcome(
         self, tool_call_id: str, *, output: Any = None, error: str | None = None
     ) -> ToolCallOutcome:
-        """Describe how a call of this tool ended, for ``resolve_finish_with``."""
+        """Describe how a call of this tool ended, for ``resolve_finish_with``.
+
+        Args:
+            tool_call_id: The call's id.
+            output: The call's JSON output, when it succeeded.
+            error: The call's error message, when it failed.
+
+        Returns:
+            The outcome.
+        """
         return ToolCallOutcome(
             tool_call_id=tool_call_id,
             tool_name=self.name,
@@ -415,7 +617,14 @@ def _validate_tool(tool: Tool) -> None:
 
 
 def is_positive_seconds(value: Any) -> bool:
-    """A usable timeout: a finite number of seconds above zero (not a bool)."""
+    """A usable timeout: a finite number of seconds above zero (not a bool).
+
+    Args:
+        value: The value to check.
+
+    Returns:
+        True for a finite int or float above zero.
+    """
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
@@ -460,6 +669,34 @@ def define_tool(
     ``timeout`` is how long ``execute`` may run (default: the agent's ``tool_timeout``,
     else no limit); then ``ctx.abort_signal`` is set and the model gets
     ``Tool 'name' timed out after Ns``.
+
+    Args:
+        name: The tool's name: 1 to 64 letters, digits, ``_`` or ``-``.
+        description: What the model is told the tool does.
+        input_schema: A pydantic model of the arguments.
+        execute: ``execute(input, ctx) -> output``, sync or async, or ``"client"`` for a
+            tool the client executes (its result is submitted with
+            :class:`~helix_dbos.ClientToolResult`).
+        output_schema: A pydantic model the output is validated against (a dict is
+            coerced into it).
+        finish_with: The call's output ends the run as the agent's output.
+        finish_with_transform: With ``finish_with``, turns the output into the agent's
+            output.
+        require_approval: True, or a synchronous predicate ``(input, ctx) -> bool``
+            evaluated per call: the call waits for a person's decision before it runs.
+        strict: Ask the provider for strict schema adherence of the arguments.
+        approval_timeout: Seconds to wait for a decision before the call gets a timeout
+            error; None waits forever.
+        client_timeout: With ``execute="client"``, seconds to wait for the client's result
+            before the call gets a timeout error; None waits forever.
+        timeout: Seconds ``execute`` may run before ``ctx.abort_signal`` is set and the
+            call becomes a timeout error; default the agent's ``tool_timeout``.
+
+    Returns:
+        The tool.
+
+    Raises:
+        AgentDefinitionError: The definition is invalid.
     """
     if execute is None:
         raise AgentDefinitionError(
@@ -531,6 +768,29 @@ def tool(
     defaults work); a parameter annotated ``ToolContext`` receives the context and is
     not part of the schema. A return annotation that is a pydantic model becomes the
     ``output_schema``. Options are those of :func:`define_tool`.
+
+    Args:
+        fn: The function, when used as ``@tool`` without parentheses.
+        name: The tool's name; default the function's.
+        description: What the model is told; default the function's docstring.
+        output_schema: A pydantic model the output is validated against; default the
+            return annotation when it is one.
+        finish_with: The call's output ends the run as the agent's output.
+        finish_with_transform: With ``finish_with``, turns the output into the agent's
+            output.
+        require_approval: True, or a synchronous predicate ``(input, ctx) -> bool``
+            evaluated per call: the call waits for a person's decision before it runs.
+        strict: Ask the provider for strict schema adherence of the arguments.
+        approval_timeout: Seconds to wait for a decision before the call gets a timeout
+            error; None waits forever.
+        timeout: Seconds ``execute`` may run before ``ctx.abort_signal`` is set and the
+            call becomes a timeout error; default the agent's ``tool_timeout``.
+
+    Returns:
+        The tool, or (with options) a decorator that makes one.
+
+    Raises:
+        AgentDefinitionError: The definition is invalid.
     """
 
     def decorate(fn: Callable[..., Any]) -> Tool:

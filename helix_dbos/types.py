@@ -40,7 +40,12 @@ class _Model(BaseModel):
 
 
 class ThinkingContent(_Model):
-    """A model's reasoning trace, kept beside the message it belongs to."""
+    """A model's reasoning trace, kept beside the message it belongs to.
+
+    Attributes:
+        content: The reasoning text.
+        signature: The provider's signature of it, sent back with it.
+    """
 
     content: str
     signature: str | None = None
@@ -52,6 +57,12 @@ class ParsedToolCall(_Model):
     ``parse_error`` is set by an adapter when the model's argument JSON could not be
     parsed; ``arguments`` then holds the raw text and the runtime answers the call with
     a tool error instead of running the tool.
+
+    Attributes:
+        id: The call's id, unique within the session.
+        name: The tool's name.
+        arguments: The arguments, parsed from the model's JSON.
+        parse_error: Why the arguments could not be parsed, or None.
     """
 
     id: str
@@ -73,16 +84,36 @@ class ParsedSubAgentCall(_Model):
 
 
 class SystemMessage(_Model):
+    """The system prompt, the first message a model receives (never stored in the transcript).
+
+    Attributes:
+        content: The prompt's text.
+    """
+
     role: Literal["system"] = "system"
     content: str
 
 
 class UserMessage(_Model):
+    """A user's message: the input of a run, or a note the runtime adds for the model.
+
+    Attributes:
+        content: The message's text (input that is not a string arrives as JSON text).
+    """
+
     role: Literal["user"] = "user"
     content: str
 
 
 class AssistantMessage(_Model):
+    """One step's answer of the model: text, tool calls, or both.
+
+    Attributes:
+        content: The model's text, or None.
+        tool_calls: The tools the model called, in its order.
+        thinking: The model's reasoning, when the provider returns it.
+    """
+
     role: Literal["assistant"] = "assistant"
     content: str | None = None
     tool_calls: list[ParsedToolCall] = Field(default_factory=list)
@@ -90,7 +121,14 @@ class AssistantMessage(_Model):
 
 
 class ToolResultMessage(_Model):
-    """The result of one tool call; ``content`` is the JSON-encoded result or the error text."""
+    """The result of one tool call; ``content`` is the JSON-encoded result or the error text.
+
+    Attributes:
+        tool_call_id: The id of the call it answers.
+        tool_name: The tool's name.
+        content: The JSON-encoded result, or the error text.
+        is_error: The call failed (or was denied, or timed out).
+    """
 
     role: Literal["tool"] = "tool"
     tool_call_id: str
@@ -103,6 +141,8 @@ Message = Annotated[
     Union[SystemMessage, UserMessage, AssistantMessage, ToolResultMessage],
     Field(discriminator="role"),
 ]
+"""Any message of a transcript, discriminated by ``role``."""
+
 MessageAdapter: TypeAdapter[Message] = TypeAdapter(Message)
 MessageListAdapter: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
@@ -111,6 +151,15 @@ MessageListAdapter: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
 class TextStepResult(_Model):
+    """A model answer of text alone.
+
+    Attributes:
+        content: The text.
+        thinking: The model's reasoning, when the provider returns it.
+        should_stop: The answer ends the run.
+        stop_reason: Why the model stopped generating.
+    """
+
     type: Literal["text"] = "text"
     content: str
     thinking: ThinkingContent | None = None
@@ -119,6 +168,16 @@ class TextStepResult(_Model):
 
 
 class ToolCallsStepResult(_Model):
+    """A model answer that calls tools (and sub-agents), with optional text.
+
+    Attributes:
+        content: The model's text, or None.
+        tool_calls: The tool calls, in the model's order.
+        sub_agent_calls: The calls of ``subagent__`` tools, filled in by the runtime.
+        thinking: The model's reasoning, when the provider returns it.
+        stop_reason: Why the model stopped generating.
+    """
+
     type: Literal["tool_calls"] = "tool_calls"
     content: str | None = None
     tool_calls: list[ParsedToolCall] = Field(default_factory=list)
@@ -128,13 +187,27 @@ class ToolCallsStepResult(_Model):
 
 
 class StructuredOutputStepResult(_Model):
+    """A model answer that is the agent's structured output itself.
+
+    Attributes:
+        output: The output, checked against the agent's ``output_schema``.
+        stop_reason: Why the model stopped generating.
+    """
+
     type: Literal["structured_output"] = "structured_output"
     output: Any
     stop_reason: StopReason | None = None
 
 
 class ErrorStepResult(_Model):
-    """The LLM call failed. ``error`` is the message; ``error_type`` the exception class name."""
+    """The LLM call failed. ``error`` is the message; ``error_type`` the exception class name.
+
+    Attributes:
+        error: The message.
+        error_type: The exception's class name.
+        should_stop: The run stops (always, for an error).
+        stop_reason: ``error``, or the provider's reason.
+    """
 
     type: Literal["error"] = "error"
     error: str
@@ -147,6 +220,8 @@ StepResult = Annotated[
     Union[TextStepResult, ToolCallsStepResult, StructuredOutputStepResult, ErrorStepResult],
     Field(discriminator="type"),
 ]
+"""What one model call returned, discriminated by ``type``."""
+
 StepResultAdapter: TypeAdapter[StepResult] = TypeAdapter(StepResult)
 
 
@@ -154,7 +229,15 @@ StepResultAdapter: TypeAdapter[StepResult] = TypeAdapter(StepResult)
 
 
 class Usage(_Model):
-    """Token usage, cost and latency of one LLM call (or a sum of several)."""
+    """Token usage, cost and latency of one LLM call (or a sum of several, with ``+``).
+
+    Attributes:
+        input_tokens: Tokens of the prompt.
+        output_tokens: Tokens of the answer.
+        total_tokens: Both.
+        cost_usd: The cost in US dollars, when the provider's price is known.
+        latency_ms: How long the call took, in milliseconds.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -180,6 +263,14 @@ class LLMConfig(_Model):
 
     ``extra`` is passed through to the provider call unchanged (``api_base``,
     ``api_key``, ``timeout``, ...).
+
+    Attributes:
+        model: A litellm model string; ``mock`` for a scripted model.
+        temperature: The sampling temperature, or the provider's default.
+        max_tokens: Tokens an answer may have at most, or the provider's default.
+        strict_output: Ask for strict schema adherence of the ``__finish__`` call.
+        tool_choice: ``auto``, ``required``, ``none`` or a tool's name.
+        extra: Passed to the provider call unchanged.
     """
 
     model: str = "mock"
@@ -191,7 +282,14 @@ class LLMConfig(_Model):
 
 
 class ToolSpec(_Model):
-    """What the model is told about one tool: name, description, JSON Schema of its input."""
+    """What the model is told about one tool: name, description, JSON Schema of its input.
+
+    Attributes:
+        name: The tool's name.
+        description: What the model is told the tool does.
+        parameters: The JSON Schema of its input.
+        strict: Ask the provider for strict schema adherence.
+    """
 
     name: str
     description: str = ""
@@ -203,7 +301,17 @@ class ToolSpec(_Model):
 
 class SessionStatus(str, Enum):
     """A session's (and a run's) status. A session with an ACTIVE status has a run in
-    progress: executing, due to be recovered, or waiting for a person or a client."""
+    progress: executing, due to be recovered, or waiting for a person or a client.
+
+    Attributes:
+        ACTIVE: A run is executing (or due to be recovered).
+        AWAITING_APPROVAL: A run waits for a person's decision on a call.
+        AWAITING_CLIENT_TOOL: A run waits for a client's result of a call.
+        COMPLETED: The last run completed.
+        FAILED: The last run failed.
+        INTERRUPTED: The last run stopped after a step when asked; it can be resumed.
+        ABORTED: The last run's workflow was cancelled.
+    """
 
     _value_: AgentStatus  # for a type checker: ``status.value`` is an AgentStatus
     ACTIVE = "active"
@@ -243,7 +351,15 @@ AgentStatus = Literal[
 
 
 class AgentResult(_Model):
-    """What a finished run returns: ``status`` plus ``output`` or ``error``."""
+    """What a finished run returns: ``status`` plus ``output`` or ``error``.
+
+    Attributes:
+        session_id: The session.
+        status: ``completed``, ``failed``, ``interrupted``, ``aborted``, or a waiting status.
+        output: The agent's output: its text, or its structured output.
+        error: Why the run failed.
+        step_count: The session's committed steps.
+    """
 
     session_id: str
     status: AgentStatus

@@ -20,7 +20,8 @@ events and token deltas (scripts/bench_streaming.py, in a process of its own), a
 runs' rate, worker memory and approval time with 1,000 runs waiting for approval
 (scripts/bench_hitl.py), and one server process with 1,000 SSE subscribers (threads,
 connections, RSS) and the time from ``POST /chat`` to the first token delta
-(scripts/bench_chat.py); with
+(scripts/bench_chat.py), and what an MCP tool call costs over a helix tool call and the
+connections a run opens (scripts/bench_mcp.py); with
 --peers, the side-by-side run with Pydantic AI + DBOS and LangGraph (scripts/bench_peers.py).
 
 It runs on a database of its own (created on the server of --database-url, else the
@@ -282,6 +283,8 @@ def main() -> None:
     subprocess.run(hitl + (["--quick"] if args.quick else []), check=True)
     chat = [sys.executable, str(Path(__file__).with_name("bench_chat.py")), "--database-url", server_url]
     subprocess.run(chat + (["--subscribers", "100", "--samples", "5"] if args.quick else []), check=True)
+    mcp = [sys.executable, str(Path(__file__).with_name("bench_mcp.py")), "--database-url", server_url]
+    subprocess.run(mcp + (["--quick"] if args.quick else []), check=True)
     if args.peers:
         peers = [sys.executable, str(Path(__file__).with_name("bench_peers.py")), "--database-url", server_url]
         subprocess.run(peers + (["--rounds", "1", "--runs", "2"] if args.quick else []), check=True)

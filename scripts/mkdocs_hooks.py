@@ -2,7 +2,8 @@
 
 The docstrings use Sphinx cross-reference roles (``:class:`Foo```, ``:func:`~a.b``);
 mkdocstrings shows them as text, so the API reference would read ``:class:Foo``. This
-drops the role and a leading ``~`` (the name then shows as its last part).
+drops the role and a leading ``~`` (the name then shows as its last part). A docstring's
+``text::`` before an indented example reads as ``text:`` (a ``::`` alone on its line goes).
 """
 
 from __future__ import annotations
@@ -18,5 +19,9 @@ def _plain(match: re.Match[str]) -> str:
     return f"{match.group(1)}{name}{match.group(4)}"
 
 
+_LITERAL_MARK = re.compile(r"<p>::</p>\s*|(?<=\S)::(?=</p>)")
+
+
 def on_page_content(html: str, **_: Any) -> str:
+    html = _LITERAL_MARK.sub(lambda match: ":" if match.group(0) == "::" else "", html)
     return _ROLE.sub(_plain, html)

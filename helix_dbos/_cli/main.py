@@ -25,7 +25,9 @@ from typing import Any, Callable, TypeVar
 
 import click
 
+from helix_dbos._client.queues import DEFAULT_QUEUE
 from helix_dbos._database import check_connection, embedded_pgdata, resolve_database_url, start_embedded
+from helix_dbos._error_text import first_line
 from helix_dbos.errors import HelixError
 from helix_dbos.events import compact as _compact
 from helix_dbos.types import SessionStatus
@@ -122,6 +124,7 @@ def log_to_stderr() -> None:
 def migrate(database_url: str | None) -> None:
     """Create or upgrade the helix schema (idempotent)."""
     from helix_dbos._store.migrations import migrate as apply_migrations
+    from helix_dbos.memory.store import TEXT_ONLY_NOTICE, vector_available
 
     url = resolve_database_url(database_url)
     check_connection(url)
@@ -130,6 +133,8 @@ def migrate(database_url: str | None) -> None:
         click.echo(f"applied migrations: {', '.join(str(v) for v in migrated.versions)}")
     else:
         click.echo("schema is up to date")
+    if not vector_available(url):
+        click.echo(f"note: {TEXT_ONLY_NOTICE}", err=True)
 
 
 @main.command()
@@ -140,7 +145,7 @@ def migrate(database_url: str | None) -> None:
 def demo(database_url: str | None, model: str | None, question: str) -> None:
     """Run a research agent end to end and print every step, then the commands that show
     its session; exit 1 unless it completed."""
-    from helix_dbos.demo import describe, research_agent, scripted_research
+    from helix_dbos.demo import FOLLOW_UP, describe, research_agent, scripted_research
     from helix_dbos.llm import LiteLLMAdapter, MockLLMAdapter
     from helix_dbos._client.launcher import launch_standalone, shutdown
 
@@ -159,6 +164,14 @@ def demo(database_url: str | None, model: str | None, question: str) -> None:
         result = handle.result(timeout=120)
         click.echo(f"status: {result.status}, steps: {result.step_count}")
         click.echo(f"final state: {json.dumps(executor.get_session(handle.session_id).state)}")
+        if result.status == "completed" and not model:
+            follow_up = executor.execute(agent, FOLLOW_UP)
+            click.echo(f"\nsession {follow_up.session_id}, a new conversation that recalls the first one's memory")
+            for event in executor.stream(follow_up.session_id, idle_timeout=60):
+                line = describe(event)
+                if line:
+                    click.echo(line)
+            follow_up.result(timeout=120)
     finally:
         shutdown()
     for line in next_commands(handle.session_id, database_url):
@@ -241,7 +254,15 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (
 
 def operator_errors(func: F) -> F:
     """One ``error:`` line on stderr and exit 1 for any failure: a :class:`HelixError`
-    (not found, not pending, already answered, ...) or the database or DBOS failing."""
+    (not found, not pending, already answered, ...) or the database or DBOS failing
+    (``error: TypeName: its first line``).
+
+    Args:
+        func: The command's callback.
+
+    Returns:
+        The callback, wrapped.
+    """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -252,8 +273,8 @@ def operator_errors(func: F) -> F:
         except HelixError as exc:
             _fail(str(exc))
         except Exception as exc:
-            first = (str(exc).strip() or "").splitlines()
-            _fail(f"{type(exc).__name__}: {first[0]}" if first else type(exc).__name__)
+            line = first_line(exc)
+            _fail(line if line == type(exc).__name__ else f"{type(exc).__name__}: {line}")
 
     return wrapper  # type: ignore[return-value]
 
@@ -387,18 +408,25 @@ def submit(
 @json_option
 @operator_errors
 def sessions(database_url: str | None, status: str | None, limit: int, as_json: bool) -> None:
-    """List sessions, most recently updated first (``--json``: each with ``session_id``, as
-    every other command names it)."""
+    """List sessions, most recently updated first (--json: one object per session, its id
+    as ``session_id``).
+    \f
+
+    Args:
+        database_url: The database (else $HELIX_DATABASE_URL, $DBOS_SYSTEM_DATABASE_URL).
+        status: Only sessions with this status.
+        limit: At most this many.
+        as_json: Print JSON.
+    """
     found = _admin().list_sessions(connect_url(database_url), limit=limit, status=status)
     if as_json:
-        _print_json([{"session_id": s.id, **s.model_dump(mode="json", exclude={"id", "messages", "state", "pending"})}
-                     for s in found])
+        _print_json([s.model_dump(mode="json", exclude={"messages", "state", "pending"}) for s in found])
     elif not found:
         click.echo("no sessions")
     else:
         _table(
             ["SESSION", "AGENT", "STATUS", "STEPS", "RUNS", "UPDATED"],
-            [[s.id, s.agent_name, s.status, str(s.step_count), str(s.run_count), _when(s.updated_at)] for s in found],
+            [[s.session_id, s.agent_name, s.status, str(s.step_count), str(s.run_count), _when(s.updated_at)] for s in found],
         )
 
 
@@ -423,21 +451,28 @@ def workers(database_url: str | None, as_json: bool) -> None:
         )
 
 
-def _describe_message(message: dict[str, Any]) -> list[str]:
+def _tool(name: str, servers: dict[str, str]) -> str:
+    """A tool's name, with its MCP server when it came from one: ``read (MCP server files)``."""
+    return f"{name} (MCP server {servers[name]})" if name in servers else name
+
+
+def _describe_message(message: dict[str, Any], servers: dict[str, str]) -> list[str]:
     role = message.get("role")
     if role == "assistant":
         lines = [message["content"]] if message.get("content") else []
-        lines += [f"call {c['name']} [{c['id']}] {_compact(c.get('arguments'))}" for c in message.get("tool_calls", [])]
+        lines += [f"call {_tool(c['name'], servers)} [{c['id']}] {_compact(c.get('arguments'))}"
+                  for c in message.get("tool_calls", [])]
         return lines or ["(empty)"]
     if role == "tool":
         label = "error" if message.get("is_error") else "result"
-        return [f"{label} {message['tool_name']} [{message['tool_call_id']}]: {_compact(message['content'], 100)}"]
+        return [f"{label} {_tool(message['tool_name'], servers)} [{message['tool_call_id']}]:"
+                f" {_compact(message['content'], 100)}"]
     return [_compact(message.get("content", ""), 100)]
 
 
 def _print_session(detail: Any) -> None:
     s = detail.session
-    click.echo(f"session  {s.id}")
+    click.echo(f"session  {s.session_id}")
     click.echo(f"agent    {s.agent_name}")
     click.echo(f"status   {s.status}" + (f" ({s.stop_reason})" if s.stop_reason else ""))
     click.echo(f"steps    {s.step_count}, runs {s.run_count}, messages {s.message_count}")
@@ -450,7 +485,7 @@ def _print_session(detail: Any) -> None:
         if run.stranded:
             click.echo(
                 f"stranded run {run.run} waits for a worker of version {run.application_version}; the newest is"
-                f" {run.latest_version}: helix-dbos move {s.id} --to-version {run.latest_version}"
+                f" {run.latest_version}: helix-dbos move {s.session_id} --to-version {run.latest_version}"
             )
     if s.output is not None:
         click.echo(f"output   {_compact(s.output, 200)}")
@@ -460,7 +495,7 @@ def _print_session(detail: Any) -> None:
     click.echo("transcript")
     for entry in detail.transcript:
         role = entry.message.get("role", "?")
-        for i, line in enumerate(_describe_message(entry.message)):
+        for i, line in enumerate(_describe_message(entry.message, detail.tool_servers)):
             prefix = f"  {entry.seq:>3}  step {entry.step:<3} {role:<9}" if i == 0 else " " * 26
             click.echo(f"{prefix} {line}")
     click.echo("")
@@ -476,6 +511,9 @@ def _print_session(detail: Any) -> None:
                 for r in detail.runs
             ],
         )
+        for r in detail.runs:
+            for adoption in r.adoptions:
+                click.echo(f"  run {r.run} {adoption.summary()}")
     else:
         click.echo("  none")
     click.echo("")
@@ -483,7 +521,7 @@ def _print_session(detail: Any) -> None:
     if detail.pending:
         _table(
             ["  CALL", "TOOL", "KIND", "SESSION", "DEADLINE", "INPUT"],
-            [[f"  {c.tool_call_id}", c.tool_name, c.kind, c.session_id, _when(c.deadline), _compact(c.input)]
+            [[f"  {c.tool_call_id}", _tool(c.tool_name, detail.tool_servers), c.kind, c.session_id, _when(c.deadline), _compact(c.input)]
              for c in detail.pending],
         )
     else:
@@ -509,12 +547,12 @@ def _print_session(detail: Any) -> None:
     if detail.children:
         click.echo("")
         click.echo("sub-agent and companion sessions")
-        depth = {detail.session.id: 0}
+        depth = {detail.session.session_id: 0}
         for child in detail.children:
-            depth[child.id] = depth.get(child.parent_session_id or "", 0) + 1
+            depth[child.session_id] = depth.get(child.parent_session_id or "", 0) + 1
         _table(
             ["  SESSION", "AGENT", "STATUS", "STEPS", "TOOL CALL"],
-            [[f"{'  ' * depth[c.id]}{c.id}", c.agent_name, c.status, str(c.step_count), c.parent_tool_call_id or "-"]
+            [[f"{'  ' * depth[c.session_id]}{c.session_id}", c.agent_name, c.status, str(c.step_count), c.parent_tool_call_id or "-"]
              for c in detail.children],
         )
 
@@ -574,20 +612,60 @@ def _describe_event(record: Any) -> str:
 @json_option
 @operator_errors
 def tail(database_url: str | None, session_id: str, from_seq: int, follow: bool, deltas: bool, as_json: bool) -> None:
-    """Print a session's event stream (with --json: one JSON object per line)."""
+    """Print a session's event stream (with --json: one JSON object per line).
+    \f
+
+    Args:
+        database_url: The database (else $HELIX_DATABASE_URL, $DBOS_SYSTEM_DATABASE_URL).
+        session_id: The session.
+        from_seq: The first event to print.
+        follow: Keep printing until the run in progress ends.
+        deltas: Also print the model's text as it is generated.
+        as_json: One JSON object per line.
+    """
     open_line: tuple[str, int, int, int] | None = None  # (session, run, step, attempt) of an unended line
+    adoptions = _Adoptions(connect_url(database_url), session_id)
     try:
-        for item in _admin().tail(connect_url(database_url), session_id, from_seq, follow=follow, deltas=deltas):
+        for item in _admin().stream(connect_url(database_url), session_id, from_seq, follow=follow, deltas=deltas):
             if as_json:
                 data = item.model_dump(mode="json", exclude_none=item.type == "delta")
                 click.echo(json.dumps(data, ensure_ascii=False))
             elif item.type == "delta":
                 open_line = _print_delta(item, open_line, session_id)
             else:
+                for line in adoptions.until(item):
+                    click.echo(("\n" if open_line else "") + line)
+                    open_line = None
                 click.echo(("\n" if open_line else "") + _describe_event(item))
+                open_line = None
+        if not as_json:
+            for line in adoptions.until(None):
+                click.echo(("\n" if open_line else "") + line)
                 open_line = None
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
+
+
+class _Adoptions:
+    """The session's run adoptions as tail lines, each printed once, before the first event
+    after it (read again at each run's and step's start, when an adopted run goes on)."""
+
+    def __init__(self, url: str, session_id: str) -> None:
+        self.url, self.session_id = url, session_id
+        self.shown: set[tuple[int, str]] = set()
+        self.known: list[tuple[datetime, int, Any]] | None = None
+
+    def until(self, event: Any) -> list[str]:
+        """Lines for the adoptions before ``event`` (None: all of them)."""
+        if self.known is None or event is None or event.type in ("run_start", "step_start"):
+            self.known = sorted(((a.adopted_at, r.run, a) for r in _admin().list_runs(self.url, self.session_id)
+                                 for a in r.adoptions), key=lambda known: known[0])
+        lines = []
+        for at, run, adoption in self.known:
+            if (run, adoption.from_executor) not in self.shown and (event is None or at <= event.created_at):
+                self.shown.add((run, adoption.from_executor))
+                lines.append(f"{'':>5}  run {run}  {'':<8} {'adopted':<22} {adoption.summary()}")
+        return lines
 
 
 def _print_delta(
@@ -612,34 +690,108 @@ def _print_delta(
 @main.command()
 @database_url_option
 @click.argument("session_id")
-@click.option("--reason", default="cancelled by an operator", show_default=True, help="Recorded as the run's error.")
 @json_option
 @operator_errors
-def cancel(database_url: str | None, session_id: str, reason: str, as_json: bool) -> None:
-    """Cancel the run in progress now (its workflow is cancelled; the run ends aborted)."""
-    done = _admin().cancel(connect_url(database_url), session_id, reason=reason)
+def interrupt(database_url: str | None, session_id: str, as_json: bool) -> None:
+    """Ask the run in progress to stop after its current step (resumable).
+
+    The session (and its running sub-agents) becomes interrupted when the step ends;
+    a worker that registered the agent continues it: executor.resume(agent, session_id).
+    \f
+
+    Args:
+        database_url: The database (else $HELIX_DATABASE_URL, $DBOS_SYSTEM_DATABASE_URL).
+        session_id: The session.
+        as_json: Print what was asked as JSON.
+    """
+    done = _admin().interrupt(connect_url(database_url), session_id)
     if as_json:
         _print_json(done)
-    elif done.changed:
-        click.echo(f"cancelled run {done.run} of session {session_id} (workflow {done.workflow_id}); status {done.status}")
     else:
-        click.echo(f"run {done.run} of session {session_id} had already ended; status {done.status}")
+        click.echo(f"asked run {done.run} of session {session_id} to stop after its current step; status {done.status}")
+
+
+ABORT_REASON = "aborted by an operator"
+"""What ``abort`` records as the run's error when given no ``--reason``."""
 
 
 @main.command()
 @database_url_option
 @click.argument("session_id")
+@click.option("--reason", default=ABORT_REASON, show_default=True, help="Recorded as the run's error.")
 @json_option
 @operator_errors
-def resume(database_url: str | None, session_id: str, as_json: bool) -> None:
-    """Restart a cancelled or crashed run's workflow where it stopped.
+def abort(database_url: str | None, session_id: str, reason: str, as_json: bool) -> None:
+    """Abort the run in progress now (its workflow is cancelled; the run ends aborted).
+    \f
 
-    An interrupted or forked session needs a new run, started by a worker that
-    registered the agent: executor.resume(agent, session_id).
+    Args:
+        database_url: The database (else $HELIX_DATABASE_URL, $DBOS_SYSTEM_DATABASE_URL).
+        session_id: The session.
+        reason: Recorded as the run's error.
+        as_json: Print what was done as JSON.
     """
-    done = _admin().resume(connect_url(database_url), session_id)
+    _report_abort(_admin().abort(connect_url(database_url), session_id, reason=reason), session_id, as_json)
+
+
+def _report_abort(done: Any, session_id: str, as_json: bool) -> None:
+    """Print what an abort did: the run it ended, or that it had ended by itself."""
     if as_json:
         _print_json(done)
+    elif done.changed:
+        click.echo(f"aborted run {done.run} of session {session_id} (workflow {done.workflow_id}); status {done.status}")
+    else:
+        click.echo(f"run {done.run} of session {session_id} had already ended; status {done.status}")
+
+
+@main.command(hidden=True)
+@database_url_option
+@click.argument("session_id")
+@click.option("--reason", default=ABORT_REASON, show_default=True, help="Recorded as the run's error.")
+@json_option
+@operator_errors
+def cancel(database_url: str | None, session_id: str, reason: str, as_json: bool) -> None:
+    """Deprecated: helix-dbos abort.
+    \f
+
+    Args:
+        database_url: The database.
+        session_id: The session.
+        reason: Recorded as the run's error.
+        as_json: Print what was done as JSON.
+    """
+    click.echo("warning: helix-dbos cancel is deprecated and will be removed in the next release;"
+               " use helix-dbos abort", err=True)
+    _report_abort(_admin().abort(connect_url(database_url), session_id, reason=reason), session_id, as_json)
+
+
+@main.command()
+@database_url_option
+@click.argument("session_id")
+@click.option("--queue", default=None,
+              help="Start a new run of an interrupted, failed or forked session on this queue, for its workers.")
+@json_option
+@operator_errors
+def resume(database_url: str | None, session_id: str, queue: str | None, as_json: bool) -> None:
+    """Resume a stopped session where it stopped.
+
+    An aborted or crashed run's workflow continues. An interrupted, failed or forked
+    session needs a new run: --queue enqueues it for the workers of that queue (or a
+    process that registered the agent calls executor.resume(agent, session_id)).
+    \f
+
+    Args:
+        database_url: The database (else $HELIX_DATABASE_URL, $DBOS_SYSTEM_DATABASE_URL).
+        session_id: The session.
+        queue: Enqueue a new run on this queue when the session needs one.
+        as_json: Print what was done as JSON.
+    """
+    done = _admin().resume(connect_url(database_url), session_id, queue)
+    if as_json:
+        _print_json(done)
+    elif done.enqueued_on is not None:
+        click.echo(f"resumed session {session_id}: new run {done.run} enqueued on {done.enqueued_on!r}"
+                   f" (workflow {done.workflow_id})")
     else:
         click.echo(f"resumed run {done.run} of session {session_id} (workflow {done.workflow_id}); status {done.status}")
 
@@ -648,11 +800,21 @@ def resume(database_url: str | None, session_id: str, as_json: bool) -> None:
 @database_url_option
 @click.argument("session_id")
 @click.option("--to-version", "version", required=True, help="The DBOS application version to move the run to.")
-@click.option("--queue", default="agents", show_default=True, help="The queue the new version's workers listen on.")
+@click.option("--queue", default=DEFAULT_QUEUE, show_default=True, help="The queue the new version's workers listen on.")
 @json_option
 @operator_errors
 def move(database_url: str | None, session_id: str, version: str, queue: str, as_json: bool) -> None:
-    """Move a run stranded on an old application version to VERSION (a new run, from the last committed step)."""
+    """Move a run stranded on an old application version to VERSION (a new run, from the last committed step).
+    \f
+
+    Args:
+        database_url: The database (else $HELIX_DATABASE_URL, $DBOS_SYSTEM_DATABASE_URL).
+        session_id: The session.
+        version: The DBOS application version to move the run to.
+        queue: The queue the new version's workers listen on (default: the executor's
+            default queue).
+        as_json: Print the new run as JSON.
+    """
     done = _admin().move(connect_url(database_url), session_id, version, queue)
     if as_json:
         _print_json(done)
@@ -713,14 +875,23 @@ def prune(database_url: str | None, cutoff: str, dry_run: bool, batch_size: int,
 @json_option
 @operator_errors
 def fork(database_url: str | None, session_id: str, from_step: int, as_json: bool) -> None:
-    """Copy a session as it was after step N into a new, interrupted session."""
+    """Copy a session as it was after step N into a new, interrupted session.
+    \f
+
+    Args:
+        database_url: The database (else $HELIX_DATABASE_URL, $DBOS_SYSTEM_DATABASE_URL).
+        session_id: The source session.
+        from_step: Fork after this step.
+        as_json: Print the new session's row as JSON.
+    """
     created = _admin().fork(connect_url(database_url), session_id, from_step)
     if as_json:
         _print_json(created.model_dump(mode="json", exclude={"messages", "state", "pending"}))
     else:
-        click.echo(f"forked session {session_id} after step {from_step} into {created.id} (status {created.status})")
+        click.echo(f"forked session {session_id} after step {from_step} into {created.session_id} (status {created.status})")
         click.echo(f"continue it from a worker that registered agent {created.agent_name!r}:"
-                   f" executor.resume({created.agent_name!r}, {created.id!r})")
+                   f" executor.resume({created.agent_name!r}, {created.session_id!r}), or enqueue its run for"
+                   f" the workers of a queue: helix-dbos resume {created.session_id} --queue QUEUE")
 
 
 from helix_dbos._cli.worker import recover_command, serve_command, worker_command  # noqa: E402  (scale-out)

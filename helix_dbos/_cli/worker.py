@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 import click
 
 from helix_dbos._client.queues import DEFAULT_QUEUE, QueueSettings, RateLimit
-from helix_dbos._client.worker import Worker, serve
+from helix_dbos._client.worker import DEFAULT_METRICS_HOST, Worker, serve
 from helix_dbos.errors import HelixError
 
 
@@ -42,13 +42,16 @@ def _worker_options(func: Any) -> Any:
                      help="On SIGTERM, seconds running runs get to finish before they are handed back."),
         click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
                      help="Serve Prometheus metrics on this port at /metrics (needs helix-dbos[metrics])."),
+        click.option("--metrics-host", default=DEFAULT_METRICS_HOST, show_default=True,
+                     help="The address --metrics-port binds (/metrics is unauthenticated: 127.0.0.1 keeps it local)."),
     ]
     for option in reversed(options):
         func = option(func)
     return func
 
 
-def _make_worker(app: str, queue: str, executor_id: str | None, metrics_port: int | None = None, **given: Any) -> Worker:
+def _make_worker(app: str, queue: str, executor_id: str | None, metrics_port: int | None = None,
+                 metrics_host: str = DEFAULT_METRICS_HOST, **given: Any) -> Worker:
     overrides = {
         key: value
         for key, value in {
@@ -63,7 +66,8 @@ def _make_worker(app: str, queue: str, executor_id: str | None, metrics_port: in
         settings = QueueSettings(name=queue, **overrides)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    return Worker(app=app, settings=settings, executor_id=executor_id, overrides=overrides, metrics_port=metrics_port)
+    return Worker(app=app, settings=settings, executor_id=executor_id, overrides=overrides, metrics_port=metrics_port,
+                  metrics_host=metrics_host)
 
 
 @click.command("worker")
@@ -128,6 +132,8 @@ def recover_command(app: str, queue: str, dead: tuple[str, ...], executor_id: st
 @click.command("serve")
 @click.option("--app", "app", required=True, help="module:attr of your DBOSAgentExecutor (DBOS not launched).")
 @click.option("--auth", "auth", default=None, help="module:function, the authenticate hook (request -> principal | None).")
+@click.option("--authorize", "authorize", default=None,
+              help="module:function, the authorize hook (principal, action, session -> bool); default: owners only.")
 @click.option("--allow-unauthenticated", is_flag=True, help="Serve without authentication (development only).")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(min=0, max=65535))
@@ -136,7 +142,7 @@ def recover_command(app: str, queue: str, dead: tuple[str, ...], executor_id: st
 @click.option("--executor-id", "executor_id", default=None, help="This process's DBOS executor id (default: hostname-pid).")
 @click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="On SIGTERM, seconds running runs get to finish before they are handed back.")
-def serve_command(app: str, auth: str | None, allow_unauthenticated: bool, host: str, port: int, worker: bool,
+def serve_command(app: str, auth: str | None, authorize: str | None, allow_unauthenticated: bool, host: str, port: int, worker: bool,
                   queue: str, executor_id: str | None, drain_timeout: float) -> None:
     """Serve the agents over HTTP (the executor routes and the console) until SIGTERM/SIGINT, then drain."""
     from helix_dbos.server.serve import serve as serve_agents
@@ -144,7 +150,7 @@ def serve_command(app: str, auth: str | None, allow_unauthenticated: bool, host:
     def serve_until_stopped() -> int:
         if auth is None and not allow_unauthenticated:
             raise HelixError("give --auth module:function, or --allow-unauthenticated to serve without authentication")
-        serve_agents(app, host=host, port=port, auth=auth, allow_unauthenticated=allow_unauthenticated,
+        serve_agents(app, host=host, port=port, auth=auth, authorize=authorize, allow_unauthenticated=allow_unauthenticated,
                      worker=worker, queue=queue, executor_id=executor_id, echo=_echo, drain_timeout=drain_timeout)
         return 0
 

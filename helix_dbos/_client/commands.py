@@ -34,6 +34,7 @@ from helix_dbos import _ids as ids
 from helix_dbos.answers import ApprovalResponse, ClientToolResult, SubmitOutcome, ToolAnswer, answer_topic
 from helix_dbos._client.workflows import ClientWorkflows, Workflows
 from helix_dbos._durable.payloads import RunRequest, run_workflow_id
+from helix_dbos._durable.run_claim import claim_run, require_together
 from helix_dbos.errors import (
     HelixError,
     InvalidToolResultError,
@@ -45,7 +46,7 @@ from helix_dbos.events import AbortedEvent, ForkedEvent
 from helix_dbos._logs import EventLog
 from helix_dbos.observability import metrics
 from helix_dbos.observability.tracing import trace_parent
-from helix_dbos._store import async_reads, async_writes, reads, retention, writes
+from helix_dbos._store import async_reads, async_writes, reads, retention, tool_servers, writes
 from helix_dbos._store.records import (
     AnswerRecord,
     AnswerWindow,
@@ -58,7 +59,7 @@ from helix_dbos._store.records import (
 from helix_dbos._store.retention import Cutoff
 from helix_dbos._store.retry import retry_or_unavailable, retry_or_unavailable_async
 from helix_dbos._text import require_storable
-from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
+from helix_dbos.types import ACTIVE_STATUSES, MessageAdapter, SessionStatus
 
 T = TypeVar("T")
 
@@ -67,7 +68,8 @@ RESUMABLE_WORKFLOW_STATUSES = ("CANCELLED", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCE
 
 
 class RunControl(BaseModel):
-    """What :func:`cancel` or :func:`resume_workflow` did to a session's latest run."""
+    """What an operator command (:func:`cancel`, :func:`resume_workflow`, :func:`resume_on_queue`,
+    :func:`move_to_version`, an interrupt) did to a session's latest run, or the new run it started."""
 
     session_id: str
     run: int
@@ -76,6 +78,8 @@ class RunControl(BaseModel):
     """The session's status afterwards."""
     changed: bool
     """False when there was nothing to do (the run had already ended by itself)."""
+    enqueued_on: str | None = None
+    """The queue a new run was enqueued on (a resume that needed a new run, a move)."""
 
 
 class SessionDetail(BaseModel):
@@ -93,6 +97,8 @@ class SessionDetail(BaseModel):
     """Every sub-agent session below this one, depth first (``parent_session_id`` links them)."""
     forked_from: dict[str, Any] | None = None
     """``{"session_id", "step"}`` when the session was made by :func:`fork`."""
+    tool_servers: dict[str, str] = Field(default_factory=dict)
+    """The MCP server (toolset) of each tool its runs listed from one, by the tool's name."""
 
 
 def session_detail(conn: sa.Connection, session_id: str) -> SessionDetail:
@@ -104,6 +110,7 @@ def session_detail(conn: sa.Connection, session_id: str) -> SessionDetail:
         runs=reads.list_runs(conn, session_id),
         pending=reads.list_pending(conn, session_id),
         answers=reads.answers(conn, session_id),
+        tool_servers=tool_servers.tool_servers(conn, session_id),
         usage=reads.usage_summary(conn, session_id),
         children=reads.list_descendant_sessions(conn, session_id),
         forked_from=reads.forked_from(conn, session_id),
@@ -123,6 +130,7 @@ async def session_detail_async(conn: psycopg.AsyncConnection[Any], session_id: s
         usage=await async_reads.usage_summary(conn, session_id),
         children=await async_reads.list_descendant_sessions(conn, session_id),
         forked_from=await async_reads.forked_from(conn, session_id),
+        tool_servers=await tool_servers.tool_servers_async(conn, session_id),
     )
 
 
@@ -144,15 +152,17 @@ def plan_run(
     input: Any = None,
     session_id: str | None = None,
     kind: Literal["execute", "resume"] = "execute",
+    owner: str | None = None,
 ) -> RunRequest:
     """The request for the session's next run, or the reason it cannot start now.
 
     ``execute`` starts a new session (``session_id`` None: a new time-ordered id,
     ``helix_dbos._ids``) or a new turn of one that is not running; ``resume`` continues
-    one that stopped before completing. A session id or input Postgres cannot store is
-    refused (:class:`UnstorableTextError`) before anything is written.
+    one that stopped before completing. ``owner`` owns a new session; a session of
+    another owner is not found. A session id or input Postgres cannot store is refused
+    (:class:`UnstorableTextError`) before anything is written.
     """
-    planning = RunPlanning(agent_name, input, session_id, kind)
+    planning = RunPlanning(agent_name, input, session_id, kind, owner)
     row = retried_read(engine, lambda conn: reads.get_session_row(conn, planning.session_id), planning.reading)
     return planning.request(row)
 
@@ -167,11 +177,13 @@ class RunPlanning:
 
     def __init__(
         self, agent_name: str, input: Any = None, session_id: str | None = None,
-        kind: Literal["execute", "resume"] = "execute",
+        kind: Literal["execute", "resume"] = "execute", owner: str | None = None,
     ) -> None:
         if session_id is not None and not session_id.strip():
             raise HelixError("session_id must not be empty (leave it out to start a new session)")
         require_storable("session_id", session_id)
+        require_storable("owner", owner)
+        self.owner = owner
         self.user_text = input_text(input) if kind == "execute" else None
         require_storable("input", self.user_text)
         self.agent_name, self.kind = agent_name, kind
@@ -184,8 +196,8 @@ class RunPlanning:
     def request(self, row: SessionRecord | None) -> RunRequest:
         """The next run's request, given the session's row (None: a new session)."""
         session_id, agent_name = self.session_id, self.agent_name
-        if row is None and self.kind == "resume":
-            raise SessionNotFoundError(f"no session {session_id!r}")
+        if row is None and self.kind == "resume" or row is not None and self.owner not in (None, row.owner):
+            raise SessionNotFoundError(f"no session {session_id!r}")  # another owner's session is not there for this one
         if row is not None:
             if row.agent_name != agent_name:
                 raise HelixError(f"session {session_id!r} belongs to agent {row.agent_name!r}, not {agent_name!r}")
@@ -200,8 +212,23 @@ class RunPlanning:
         run = (row.run_count if row else 0) + 1
         return RunRequest(
             session_id=session_id, run=run, agent_name=agent_name, kind=self.kind, input=self.user_text,
-            trace_parent=trace_parent(),
+            owner=self.owner if row is None else None, trace_parent=trace_parent(),
         )
+
+
+def claim_started_run(engine: sa.Engine, request: RunRequest, initial_state: dict[str, Any] | None) -> None:
+    """Claim the run whose workflow was just started or enqueued (``_durable/run_claim.py``),
+    so that the session and its run are committed when the start returns; a workflow
+    that is not in helix's database raises :class:`ConfigurationError`, claiming nothing. Safe to repeat
+    (the claim finds itself, or the run's own first transaction, done); a lost connection
+    is retried."""
+
+    def once() -> None:
+        with engine.begin() as conn:
+            require_together(conn, request)
+            claim_run(conn, request, initial_state)
+
+    retry_or_unavailable(once, f"recording run {request.run} of session {request.session_id!r}")
 
 
 FINISHING_SECONDS = 5.0
@@ -490,10 +517,10 @@ def abort(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str)
     for row in running:
         with engine.begin() as conn:
             ended = writes.end_run(
-                conn, session_id=row.id, run=row.run_count, status="aborted", error=reason,
+                conn, session_id=row.session_id, run=row.run_count, status="aborted", error=reason,
                 stop_reason="aborted", event=AbortedEvent(reason=reason),
             )
-            workflow_id = reads.run_workflow(conn, row.id, row.run_count)
+            workflow_id = reads.run_workflow(conn, row.session_id, row.run_count)
         if workflow_id is not None:
             workflows.cancel(workflow_id)
         if ended:
@@ -507,7 +534,7 @@ def cancel(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str
     with engine.connect() as conn:
         row = require_session(conn, session_id)
     if row.status not in ACTIVE_STATUSES:
-        raise HelixError(f"session {session_id!r} has no run in progress (status {row.status})")
+        raise not_running(row)
     ended = abort(engine, workflows, session_id, reason)
     with engine.connect() as conn:
         status = require_session(conn, session_id).status
@@ -543,6 +570,31 @@ def resume_workflow(engine: sa.Engine, workflows: Workflows, session_id: str) ->
     return RunControl(session_id=session_id, run=row.run_count, workflow_id=workflow_id, status=status, changed=True)
 
 
+def resume_on_queue(engine: sa.Engine, workflows: ClientWorkflows, session_id: str, queue: str) -> RunControl:
+    """Resume a stopped session from any process, as ``executor.resume`` does: an aborted
+    run's own workflow continues where it stopped (:func:`resumes_in_place`); an
+    interrupted, failed or forked session gets a new run (``resume``, from its last
+    committed step), enqueued on ``queue`` for the workers of its application that listen
+    there (the newest version's, as DBOS hands out a workflow enqueued without one). The
+    new run is claimed before this returns, so the session is active at once."""
+    require_storable("queue", queue)
+    if resumes_in_place(engine, workflows, session_id):
+        return resume_workflow(engine, workflows, session_id)
+    row, runs = retried_read(
+        engine, lambda conn: (require_session(conn, session_id), reads.list_runs(conn, session_id)),
+        f"reading session {session_id!r}",
+    )
+    request = plan_run(engine, row.agent_name, session_id=session_id, kind="resume")
+    application = runs[-1].application_name if runs else None
+    workflow_id = run_workflow_id(session_id, request.run)
+    start_run(workflows, request, lambda: workflows.enqueue(
+        request, workflow_id, queue, None, application_name=application
+    ))
+    claim_started_run(engine, request, None)
+    return RunControl(session_id=session_id, run=request.run, workflow_id=workflow_id, status=SessionStatus.ACTIVE,
+                      changed=True, enqueued_on=queue)
+
+
 def _latest_run(engine: sa.Engine, session_id: str) -> tuple[SessionRecord, str | None]:
     """The session's row and the workflow that holds its latest run (None: no run yet)."""
 
@@ -554,15 +606,16 @@ def _latest_run(engine: sa.Engine, session_id: str) -> tuple[SessionRecord, str 
 
 
 def _not_resumable(row: SessionRecord, workflow_status: str | None) -> str:
-    sid, agent = row.id, row.agent_name
+    sid, agent = row.session_id, row.agent_name
     if row.status in ACTIVE_STATUSES and workflow_status in ("PENDING", "ENQUEUED", "DELAYED"):
         return f"session {sid!r} is running (run {row.run_count}, status {row.status}); nothing to resume"
     if row.status == SessionStatus.COMPLETED:
         return f"session {sid!r} is completed; continue it with executor.execute({agent!r}, <message>, session_id={sid!r})"
     if row.status in (SessionStatus.INTERRUPTED, SessionStatus.FAILED, SessionStatus.ABORTED):
         return (
-            f"session {sid!r} is {row.status}: a new run must be started by a worker that registered agent"
-            f" {agent!r}: executor.resume({agent!r}, {sid!r})"
+            f"session {sid!r} is {row.status}: it needs a new run, which a worker that registered agent"
+            f" {agent!r} starts: executor.resume({agent!r}, {sid!r}), or enqueue it for the workers of a queue:"
+            f" helix-dbos resume {sid} --queue QUEUE"
         )
     return (
         f"session {sid!r} (status {row.status}) has no cancelled or failed workflow to resume"
@@ -596,7 +649,7 @@ def move_to_version(
         request, workflow_id, queue, None, app_version=version, application_name=current.application_name
     ))
     return RunControl(session_id=session_id, run=request.run, workflow_id=workflow_id, status=SessionStatus.ACTIVE,
-                      changed=True)
+                      changed=True, enqueued_on=queue)
 
 
 # --- forking ---------------------------------------------------------------------------------
@@ -626,6 +679,54 @@ def fork(engine: sa.Engine, session_id: str, from_step: int, new_session_id: str
         created = reads.get_session_row(conn, new_id)
         assert created is not None
         return created
+
+
+def get_session(conn: sa.Connection, session_id: str, at_step: int | None = None) -> SessionRecord:
+    """The session with its transcript, state (as of ``at_step``, default the latest) and
+    its own pending calls; :class:`SessionNotFoundError`, or a :class:`HelixError` for a
+    step it does not have."""
+    row = require_step(require_session(conn, session_id), at_step)
+    row.messages = reads.load_messages(conn, session_id)
+    row.state = reads.load_state(conn, session_id, at_step)
+    row.pending = reads.list_pending(conn, session_id, include_descendants=False)
+    return row
+
+
+async def get_session_async(
+    conn: psycopg.AsyncConnection[Any], session_id: str, at_step: int | None = None
+) -> SessionRecord:
+    """:func:`get_session` over an async connection."""
+    row = require_step(await require_session_async(conn, session_id), at_step)
+    transcript = await async_reads.transcript(conn, session_id)
+    row.state = await async_reads.load_state(conn, session_id, at_step)
+    row.pending = await async_reads.list_pending(conn, session_id, include_descendants=False)
+    row.messages = [MessageAdapter.validate_python(entry.message) for entry in transcript]
+    return row
+
+
+def require_step(row: SessionRecord, step: int | None) -> SessionRecord:
+    """``row``, when the session has step ``step`` (None: any session does), else a :class:`HelixError`."""
+    if step is not None and not 0 <= step <= row.step_count:
+        raise HelixError(f"session {row.session_id!r} has steps 0 to {row.step_count}; there is no step {step}")
+    return row
+
+
+def not_running(row: SessionRecord) -> HelixError:
+    """The error for an operator command that needs a run in progress and found none."""
+    return HelixError(f"session {row.session_id!r} has no run in progress (status {row.status})")
+
+
+def latest_workflow_id(engine: sa.Engine, row: SessionRecord) -> str:
+    """The workflow that holds the session's latest run now (its run workflow's id before it began)."""
+    with engine.connect() as conn:
+        found = reads.run_workflow(conn, row.session_id, row.run_count)
+    return found or run_workflow_id(row.session_id, row.run_count)
+
+
+async def require_session_async(conn: psycopg.AsyncConnection[Any], session_id: str) -> SessionRecord:
+    """:func:`require_session` over an async connection."""
+    require_storable("session_id", session_id)
+    return found_session(await async_reads.get_session_row(conn, session_id), session_id)
 
 
 def require_session(conn: sa.Connection, session_id: str) -> SessionRecord:

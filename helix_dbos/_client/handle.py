@@ -37,7 +37,13 @@ _WOKEN_RECHECK_SECONDS = 0.02
 
 @dataclass(frozen=True)
 class AgentHandle:
-    """A run of a session: ``session_id``, ``run`` number and DBOS ``workflow_id``."""
+    """A run of a session: ``session_id``, ``run`` number and DBOS ``workflow_id``.
+
+    Attributes:
+        session_id: The session.
+        run: The run's number within the session, from 1.
+        workflow_id: The DBOS workflow that runs it.
+    """
 
     session_id: str
     run: int
@@ -53,7 +59,11 @@ class AgentHandle:
 
     def status(self) -> str | None:
         """The DBOS status of the workflow that holds the run now (PENDING, SUCCESS, ERROR,
-        CANCELLED, ...): the run's own, or its waiter or continuation once it parked."""
+        CANCELLED, ...): the run's own, or its waiter or continuation once it parked.
+
+        Returns:
+            The workflow's DBOS status, or None when DBOS has no such workflow yet.
+        """
         return follow_run(self.workflow_id, _local_status, DBOS.retrieve_workflow)[1]
 
     def result(self, timeout: float | None = None, poll_interval: float = 0.02) -> AgentResult:
@@ -61,9 +71,18 @@ class AgentHandle:
 
         A run this process started is awaited on its local task (no polling); its status
         is still re-read every second, in case another process finishes it. A run that
-        parked to wait for people is followed through its waiter and continuation. Raises
-        ``TimeoutError`` after ``timeout`` seconds, and re-raises the helix error that
-        refused the run (for example :class:`SessionBusyError`).
+        parked to wait for people is followed through its waiter and continuation.
+
+        Args:
+            timeout: Seconds to wait at most; None waits as long as the run takes.
+            poll_interval: Seconds between looks at a run this process does not run.
+
+        Returns:
+            The run's result: its status, output or error, step count and usage.
+
+        Raises:
+            TimeoutError: The run did not end within ``timeout`` seconds.
+            HelixError: The run was refused (for example :class:`~helix_dbos.errors.SessionBusyError`).
         """
         if DBOS.workflow_id is not None and DBOS.step_id is None:
             return self._durable_result()
@@ -91,8 +110,18 @@ class AgentHandle:
         A run this loop started is awaited on its task; any other is re-checked when the
         session's events commit (the process's one listening connection wakes it) and
         every second in any case, following a parked run through its waiter and
-        continuation. Raises ``TimeoutError`` after ``timeout`` seconds. In workflow code,
-        use :meth:`result` (DBOS records it there)."""
+        continuation. In workflow code, use :meth:`result` (DBOS records it there).
+
+        Args:
+            timeout: Seconds to wait at most; None waits as long as the run takes.
+
+        Returns:
+            The run's result: its status, output or error, step count and usage.
+
+        Raises:
+            TimeoutError: The run did not end within ``timeout`` seconds.
+            WorkflowContextError: Called in workflow code.
+        """
         if DBOS.workflow_id is not None:
             raise WorkflowContextError("in workflow code, await a run with handle.result() (DBOS records it there)")
         return await asyncio.wait_for(self._ended_async(), timeout)

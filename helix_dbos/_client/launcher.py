@@ -12,15 +12,18 @@ call does it all::
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dbos import DBOS, DBOSPortableJSONSerializer
 
+from helix_dbos._error_text import first_line
 from helix_dbos.agents import AgentConfig
 from helix_dbos._client.executor import DBOSAgentExecutor
 from helix_dbos._client import dbos_internals
@@ -45,6 +48,13 @@ def application_version(app_name: str, version: str = "1") -> str:
 
         >>> application_version("billing", "3")
         'billing-3+helix4'   # under workflow protocol 4
+
+    Args:
+        app_name: Your application's name.
+        version: Your release of it; bump it when your own workflows change incompatibly.
+
+    Returns:
+        ``<app_name>-<version>+helix<protocol>``.
     """
     return f"{app_name}-{version}+helix{WORKFLOW_PROTOCOL_VERSION}"
 
@@ -75,6 +85,15 @@ def dbos_config(
 
         >>> dbos_config(url, db_engine_kwargs={"pool_size": 40})["db_engine_kwargs"]   # doctest: +SKIP
         {'pool_pre_ping': False, 'pool_size': 40}
+
+    Args:
+        database_url: The DBOS system database, which holds helix's tables too.
+        name: The DBOS application name.
+        version: Your release, as for :func:`application_version`.
+        **overrides: Any other DBOS config keys; ``db_engine_kwargs`` is merged over helix's.
+
+    Returns:
+        The config to pass to ``DBOS(config=...)``.
     """
     engine = {**SYSTEM_DATABASE_ENGINE, **(overrides.pop("db_engine_kwargs", None) or {})}
     config: dict[str, Any] = {
@@ -104,6 +123,23 @@ def launch_standalone(
     With no URL configured, an embedded Postgres is started (the ``embedded`` extra). With
     ``queue``, the queue is registered after launch and ``execute`` enqueues on it by
     default (this process works on it too, with the other workers).
+
+    Args:
+        llm: The model adapter.
+        agents: The agents to register.
+        database_url: The database; default ``$HELIX_DATABASE_URL``, else
+            ``$DBOS_SYSTEM_DATABASE_URL``, else an embedded Postgres.
+        queue: A queue to register; :meth:`~helix_dbos.DBOSAgentExecutor.execute`
+            enqueues on it by default.
+        name: The DBOS application name.
+        **dbos_overrides: Any other DBOS config keys, as for :func:`dbos_config`.
+
+    Returns:
+        The executor, with DBOS launched.
+
+    Raises:
+        ConfigurationError: DBOS could not launch.
+        DatabaseError: The database cannot be resolved, reached or migrated.
     """
     url = resolve_database_url(database_url, allow_embedded=True)
     DBOS(config=dbos_config(url, name=name, **dbos_overrides))  # type: ignore[arg-type]
@@ -125,8 +161,7 @@ def launch_dbos() -> None:
     try:
         DBOS.launch()
     except Exception as exc:
-        first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-        raise ConfigurationError(f"DBOS could not launch: {first}") from exc
+        raise ConfigurationError(f"DBOS could not launch: {first_line(exc)}") from exc
     finally:
         dbos_log.setLevel(level)
 
@@ -140,6 +175,14 @@ def drain(timeout: float = 30.0, hurry: threading.Event | None = None) -> Draine
     The process should exit (or ``DBOS.destroy()``) right after: a handed-back run's tool
     that is still running here would go on while another process runs that call again.
     DBOS refuses its checkpoint, so only the tool's effect can repeat, as after a crash.
+
+    Args:
+        timeout: Seconds the running runs get to finish.
+        hurry: When set (for example by a second SIGTERM), stop waiting and hand back
+            what is left.
+
+    Returns:
+        How many runs finished, how many were handed back, and how long it took.
     """
     started = time.monotonic()
     lease = current_lease()
@@ -167,9 +210,69 @@ def running_workflows() -> list[str]:
 
 def shutdown(drain_timeout: float = 30.0) -> Drained | None:
     """Stop DBOS in this process, after a :func:`drain` when it was launched: call it
-    where your app shuts down (a FastAPI lifespan's exit) instead of ``DBOS.destroy()``,
-    which fails the runs it interrupts. What the drain did, or None."""
+    where your app shuts down instead of ``DBOS.destroy()``, which fails the runs it
+    interrupts.
+
+    Called where an event loop runs (the end of an async app's lifespan), the work runs
+    in a worker thread while this call waits, so it blocks the loop: runs on that loop
+    cannot finish during the drain and are handed back. In async code, use
+    ``await shutdown_async()``, which lets them finish.
+
+    Args:
+        drain_timeout: Seconds the running runs get to finish, as for :func:`drain`.
+
+    Returns:
+        What the drain did, or None when DBOS was not launched.
+    """
+    if not _event_loop_running():
+        return _stop(drain_timeout)
+    with _shutdown_thread() as pool:
+        return pool.submit(_stop, drain_timeout).result()
+
+
+async def shutdown_async(drain_timeout: float = 30.0) -> Drained | None:
+    """:func:`shutdown` for async code: the drain and DBOS's shutdown run in a worker
+    thread while the event loop goes on, so the runs on it (started by
+    ``execute_async``, the server's routes and chats) can finish within
+    ``drain_timeout``; the rest are handed back to the queues and the lease is released.
+    The end of a FastAPI lifespan::
+
+        @asynccontextmanager
+        async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+            DBOS.launch()
+            yield
+            await helix_dbos.shutdown_async()     # drains on Ctrl-C and SIGTERM
+            await executor.close_async()
+
+    Args:
+        drain_timeout: Seconds the running runs get to finish, as for :func:`drain`.
+
+    Returns:
+        What the drain did, or None when DBOS was not launched.
+    """
+    pool = _shutdown_thread()
+    try:
+        return await asyncio.get_running_loop().run_in_executor(pool, _stop, drain_timeout)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _stop(drain_timeout: float) -> Drained | None:
     instance = dbos_internals.configured_dbos()
     drained = drain(drain_timeout) if instance is not None and dbos_internals.is_launched(instance) else None
     DBOS.destroy(destroy_registry=False)
     return drained
+
+
+def _shutdown_thread() -> ThreadPoolExecutor:
+    """A thread of its own for the drain (not the loop's default pool, which the runs
+    being drained may hold)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="helix-shutdown")
+
+
+def _event_loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -10,7 +10,8 @@ own then, every ``renew_sec`` seconds:
 - **adopts** (once DBOS is launched) every lease of the same application and version that
   expired or was released: under the lease row's lock, so two survivors never adopt the
   same one, it hands that executor's PENDING runs back to their queues, where any worker
-  resumes them from their last checkpoint, and marks the row ``adopted``. A released lease
+  resumes them from their last checkpoint, records which runs it adopted
+  (``helix.run_adoptions``), and marks the row ``adopted``. A released lease
   is announced with NOTIFY, so it is adopted at once rather than at the next renewal;
 - **releases** the lease when this process's DBOS is destroyed (your app shutting down
   calls ``DBOS.destroy()``), so the runs it left are adopted at once;
@@ -46,6 +47,7 @@ from helix_dbos._client import dbos_internals
 from helix_dbos._database import libpq_url
 from helix_dbos.errors import ConfigurationError, DatabaseError, ExecutorIdInUseError
 from helix_dbos._logs import EventLog, Level
+from helix_dbos._store import tool_attempts
 from helix_dbos._store import workers as store
 from helix_dbos._store.retry import is_transient
 
@@ -65,6 +67,13 @@ class LeaseSettings:
     A process that stops renewing (killed, frozen, cut off from the database) is adopted
     ``ttl_sec`` to ``ttl_sec + renew_sec`` seconds after its last renewal. A shorter lease
     adopts sooner and fences a process after a shorter pause.
+
+    Attributes:
+        ttl_sec: Seconds a lease lasts without renewal.
+        renew_sec: Seconds between renewals; at most half of ``ttl_sec``.
+
+    Raises:
+        ConfigurationError: ``renew_sec`` is not positive, or more than half of ``ttl_sec``.
     """
 
     ttl_sec: float = 10.0
@@ -78,7 +87,14 @@ class LeaseSettings:
 
     @classmethod
     def from_env(cls) -> LeaseSettings:
-        """The settings from ``$HELIX_LEASE_TTL`` and ``$HELIX_LEASE_RENEW`` (seconds), or the defaults."""
+        """The settings from ``$HELIX_LEASE_TTL`` and ``$HELIX_LEASE_RENEW`` (seconds), or the defaults.
+
+        Returns:
+            The settings; ``renew_sec`` defaults to a fifth of a ``$HELIX_LEASE_TTL`` given alone.
+
+        Raises:
+            ConfigurationError: A variable is not a number, or the two do not fit together.
+        """
         values: dict[str, float] = {}
         for name, key in ((TTL_ENV, "ttl_sec"), (RENEW_ENV, "renew_sec")):
             text = os.environ.get(name)
@@ -102,7 +118,13 @@ class Adoption:
 
 @dataclass(frozen=True)
 class Drained:
-    """What a drain did: runs that finished in the grace period, runs handed back."""
+    """What a drain did: runs that finished in the grace period, runs handed back.
+
+    Attributes:
+        finished: Runs that finished within the grace period.
+        handed_back: The workflow ids handed back to their queues.
+        seconds: How long the drain took.
+    """
 
     finished: int
     handed_back: list[str]
@@ -141,7 +163,14 @@ class WorkerLease:
     def acquire(self) -> None:
         """Take the lease of DBOS's executor id, or raise :class:`ExecutorIdInUseError`
         when another live process holds it. Waits for launch when DBOS sets the
-        application version only then."""
+        application version only then.
+
+        One transaction, atomic for a new id as for a known one: an id without a lease row
+        is claimed by inserting the row (``INSERT ... ON CONFLICT DO NOTHING``), so of two
+        processes starting at once with one id the primary key lets exactly one in and the
+        other finds its row; an id with a row is taken over under that row's lock. A lock
+        on a row that does not exist yet would lock nothing, and an advisory lock would be
+        a second name for the same thing: the row itself is the lock."""
         import dbos
 
         if not dbos.DBOS.application_version:
@@ -159,17 +188,23 @@ class WorkerLease:
         )
         conn = self._connection()
         with conn.transaction():
-            holder = store.get_worker(conn, claim.executor_id, lock=True)
-            if holder is not None and holder.status in ("live", "draining") and not _predecessor(holder, claim):
-                raise ExecutorIdInUseError(
-                    f"executor id {claim.executor_id!r} is held by a live process (host {holder.host}, pid {holder.pid},"
-                    f" seen {holder.last_seen:%H:%M:%S}): give each process its own executor id"
-                    " (leave executor_id unset for <hostname>-<pid>)"
-                )
-            store.take_lease(conn, claim)
+            if not store.claim_new_lease(conn, claim):
+                self._take_over(conn, claim)
         self._held = True
         self._queues_known = dbos_internals.is_launched(self.instance)
         self.log.info("worker.lease_acquired", executor_id=self.executor_id, ttl_sec=self.settings.ttl_sec)
+
+    def _take_over(self, conn: psycopg.Connection, claim: store.LeaseClaim) -> None:
+        """Take the lease row of an executor id that had one, under the row's lock: refused
+        while a live process other than this one's predecessor holds it."""
+        holder = store.get_worker(conn, claim.executor_id, lock=True)
+        if holder is not None and holder.status in ("live", "draining") and not _predecessor(holder, claim):
+            raise ExecutorIdInUseError(
+                f"executor id {claim.executor_id!r} is held by a live process (host {holder.host}, pid {holder.pid},"
+                f" seen {holder.last_seen:%H:%M:%S}): give each process its own executor id"
+                " (leave executor_id unset for <hostname>-<pid>)"
+            )
+        store.take_lease(conn, claim)
 
     def start(self) -> None:
         """Keep the lease in a daemon thread until :meth:`stop` or this DBOS is destroyed."""
@@ -188,9 +223,18 @@ class WorkerLease:
         if not self._held:
             return False
         self._held = False
-        released = self._with_retry(lambda conn: store.release_lease(conn, self.executor_id, self.token))
+        released = self._with_retry(self._release)
         self.log.info("worker.lease_released", executor_id=self.executor_id)
         return released
+
+    def _release(self, conn: psycopg.Connection) -> bool:
+        """Release the lease; the tool calls this process still runs were handed back, not
+        lost (:mod:`helix_dbos._store.tool_attempts`)."""
+        with conn.transaction():
+            if not store.release_lease(conn, self.executor_id, self.token):
+                return False
+            tool_attempts.forget_handed_back(conn)
+            return True
 
     def stop(self) -> None:
         """Stop the thread without releasing (the lease then expires on its own)."""
@@ -244,6 +288,7 @@ class WorkerLease:
                 if dead is None:
                     return
                 handed_back = dbos_internals.recover_executors([dead])
+                store.record_run_adoptions(conn, dead, self.executor_id, handed_back)
                 store.mark_adopted(conn, dead, self.executor_id, len(handed_back))
             self.log.info("worker.adopted", executor_id=self.executor_id, adopted=dead, runs=len(handed_back))
             self.on_adopted(Adoption(dead, handed_back))

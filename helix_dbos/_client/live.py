@@ -79,10 +79,10 @@ class LiveStreams:
         async with await self._connection() as conn:
             return await async_reads.get_session_row(conn, session_id)
 
-    async def sessions(self, limit: int = 50, status: str | None = None) -> list[SessionRecord]:
-        """Most recently updated sessions first (rows only)."""
+    async def sessions(self, limit: int = 50, status: str | None = None, owner: str | None = None) -> list[SessionRecord]:
+        """Most recently updated sessions first (rows only); with ``owner``, only that owner's."""
         async with await self._connection() as conn:
-            return await async_reads.list_sessions(conn, limit, status)
+            return await async_reads.list_sessions(conn, limit, status, owner)
 
     async def runs_and_pending(self, session_id: str) -> tuple[list[RunRecord], list[PendingToolCall]]:
         """The session's runs (with their workflows' status) and its open pending calls."""

@@ -5,13 +5,15 @@ events commit, and publishes token deltas on per-session channels
 (``helix_dbos._store.delta_channels``). :class:`Notifications` holds the only listening
 connection: it listens on ``helix_events`` for as long as it runs and on a session's
 delta channel while a subscriber wants that session's deltas, and hands each
-notification to the subscribers of its session only::
+notification to the subscribers of its session (and to those of every session)::
 
     notifications = Notifications(url)
     async with notifications.subscribe("s1", deltas=True) as subscription:
         ...                                   # read what is committed, then:
         item = await subscription.next(timeout=15)
         # WAKE: new events of s1 are committed; a DeltaRecord; None: timeout passed
+    async with notifications.subscribe_all() as everything:
+        ...                                   # WAKE: some session's events are committed
 
 A subscriber reads the table after it subscribed, so nothing committed in between is
 missed; a notification only says "look again". Items reach a subscriber in the order
@@ -27,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 import psycopg
@@ -96,22 +98,49 @@ class Notifications:
         self.database_url = database_url
         self._by_session: dict[str, set[Subscription]] = defaultdict(set)
         self._by_channel: dict[str, set[Subscription]] = defaultdict(set)
+        self._everyone: set[Subscription] = set()
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.connected = False
 
     @property
     def subscribers(self) -> int:
-        return sum(len(subs) for subs in self._by_session.values())
+        return len(self._all())
 
-    @contextlib.asynccontextmanager
-    async def subscribe(self, session_id: str, deltas: bool = False) -> AsyncIterator[Subscription]:
+    def _all(self) -> list[Subscription]:
+        return [*self._everyone, *(subscription for subs in self._by_session.values() for subscription in subs)]
+
+    def subscribe(self, session_id: str, deltas: bool = False) -> contextlib.AbstractAsyncContextManager[Subscription]:
         """Receive the session's notifications while in the block. Entering waits (up to
         10 s) until the connection listens for them, so a read that follows misses nothing."""
         subscription = Subscription(session_id, deltas)
-        self._by_session[session_id].add(subscription)
-        if subscription.channel is not None:
-            self._by_channel[subscription.channel].add(subscription)
+
+        def enter() -> None:
+            self._by_session[session_id].add(subscription)
+            if subscription.channel is not None:
+                self._by_channel[subscription.channel].add(subscription)
+
+        def leave() -> None:
+            _discard(self._by_session, session_id, subscription)
+            if subscription.channel is not None:
+                _discard(self._by_channel, subscription.channel, subscription)
+
+        return self._listening(subscription, enter, leave)
+
+    def subscribe_all(self) -> contextlib.AbstractAsyncContextManager[Subscription]:
+        """Be woken (:data:`WAKE`) when any session's events commit, while in the block
+        (no deltas). Entering waits as :meth:`subscribe` does."""
+        subscription = Subscription("", deltas=False)
+        return self._listening(subscription, lambda: self._everyone.add(subscription),
+                               lambda: self._everyone.discard(subscription))
+
+    @contextlib.asynccontextmanager
+    async def _listening(
+        self, subscription: Subscription, enter: Callable[[], None], leave: Callable[[], None]
+    ) -> AsyncIterator[Subscription]:
+        """``subscription`` registered (``enter``) while in the block, once the listening
+        connection has caught up with it (up to 10 s), and unregistered (``leave``) after."""
+        enter()
         self._changed.set()
         self._start()
         try:
@@ -119,9 +148,7 @@ class Notifications:
                 await asyncio.wait_for(subscription.ready.wait(), _READY_TIMEOUT_SECONDS)
             yield subscription
         finally:
-            _discard(self._by_session, session_id, subscription)
-            if subscription.channel is not None:
-                _discard(self._by_channel, subscription.channel, subscription)
+            leave()
             self._changed.set()
 
     async def close(self) -> None:
@@ -142,16 +169,14 @@ class Notifications:
                 async with await psycopg.AsyncConnection.connect(libpq_url(self.database_url), autocommit=True) as conn:
                     await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
                     self.connected, failures = True, 0
-                    for subscribers in self._by_session.values():
-                        for subscription in subscribers:
-                            subscription.wake()  # something may have been committed while away
+                    for subscription in self._all():
+                        subscription.wake()  # something may have been committed while away
                     await self._listen(conn)
             except (psycopg.Error, OSError) as exc:
                 logger.warning("the notification listener lost its connection (reconnecting): %s", exc)
             self.connected = False
-            for subscribers in self._by_session.values():
-                for subscription in subscribers:
-                    subscription.ready.clear()
+            for subscription in self._all():
+                subscription.ready.clear()
             await asyncio.sleep(_RECONNECT_SECONDS[min(failures, len(_RECONNECT_SECONDS) - 1)])
             failures += 1
 
@@ -177,7 +202,7 @@ class Notifications:
 
     async def _sync_channels(self, conn: psycopg.AsyncConnection[Any], listened: set[str]) -> None:
         wanted = {channel for channel, subs in self._by_channel.items() if subs}
-        covered = [subscription for subscribers in self._by_session.values() for subscription in subscribers]
+        covered = self._all()
         for channel in wanted - listened:
             await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
         for channel in listened - wanted:
@@ -190,7 +215,7 @@ class Notifications:
     async def _dispatch(self, conn: psycopg.AsyncConnection[Any]) -> None:
         async for note in conn.notifies():
             if note.channel == EVENTS_CHANNEL:
-                for subscription in self._by_session.get(note.payload, ()):
+                for subscription in (*self._by_session.get(note.payload, ()), *self._everyone):
                     subscription.wake()
                 continue
             subscribers = self._by_channel.get(note.channel)

@@ -40,14 +40,29 @@ _RATE = re.compile(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)\s*s?\s*")
 
 
 class RateLimit(BaseModel):
-    """At most ``limit`` runs start in any rolling window of ``period`` seconds, across all workers."""
+    """At most ``limit`` runs start in any rolling window of ``period`` seconds, across all workers.
+
+    Attributes:
+        limit: Runs that may start in one window (at least 1).
+        period: The window's length in seconds.
+    """
 
     limit: int = Field(ge=1)
     period: float = Field(gt=0)
 
     @classmethod
     def parse(cls, text: str) -> RateLimit:
-        """``"50/1"`` or ``"600/60s"``: calls per period in seconds."""
+        """``"50/1"`` or ``"600/60s"``: calls per period in seconds.
+
+        Args:
+            text: ``N/SECONDS``, for example ``50/1`` or ``600/60s``.
+
+        Returns:
+            The rate limit.
+
+        Raises:
+            ValueError: ``text`` is not of that form.
+        """
         match = _RATE.fullmatch(text)
         if match is None:
             raise ValueError(f"rate limit {text!r} is not N/SECONDS (for example 50/1 or 600/60)")
@@ -65,6 +80,13 @@ class QueueSettings(BaseModel):
     its end, including the time it waits for a human). ``rate_limit``: run starts per
     period across all workers, to protect the LLM provider. ``polling_interval_sec``:
     how often each worker looks for work.
+
+    Attributes:
+        name: The queue's name.
+        worker_concurrency: Runs at once in one worker process; None for no limit.
+        global_concurrency: Runs at once across all workers; None for no limit.
+        rate_limit: Run starts per period across all workers; None for no limit.
+        polling_interval_sec: Seconds between each worker's looks for work.
     """
 
     name: str = DEFAULT_QUEUE
@@ -84,6 +106,11 @@ class QueueSettings(BaseModel):
         return self
 
     def describe(self) -> str:
+        """One line that names the queue and its limits, as ``helix-dbos worker`` prints it.
+
+        Returns:
+            For example ``queue 'agents', worker concurrency 8``.
+        """
         parts = [f"queue {self.name!r}"]
         if self.worker_concurrency is not None:
             parts.append(f"worker concurrency {self.worker_concurrency}")
@@ -102,6 +129,16 @@ def register_queue(
     """Create or update the queue in the system database; call it after ``DBOS.launch()``.
 
     ``on_conflict="never_update"`` keeps the settings another worker stored.
+
+    Args:
+        settings: The queue's settings, or just its name.
+        on_conflict: What to do when the database has settings for this queue already:
+            replace them (``always_update``), keep them (``never_update``), or replace
+            them only from a worker of the latest application version
+            (``update_if_latest_version``).
+
+    Returns:
+        DBOS's queue.
     """
     from dbos import DBOS
 
@@ -152,6 +189,19 @@ class RunEnqueuer:
     ``application_name`` and ``app_version`` default to None, which any worker of the
     latest application version on the database dequeues; set them when several DBOS
     applications share one system database.
+
+    Args:
+        database_url: The DBOS system database; default ``$HELIX_DATABASE_URL``, else
+            ``$DBOS_SYSTEM_DATABASE_URL``.
+        queue: The queue :meth:`enqueue` puts runs on unless told otherwise.
+        application_name: The DBOS application whose workers take the runs; None for
+            any.
+        app_version: The application version whose workers take the runs; None for the
+            latest.
+
+    Raises:
+        SchemaOutdatedError: The database's helix schema is older than this release.
+        DatabaseError: The database cannot be resolved or reached.
     """
 
     def __init__(
@@ -182,28 +232,55 @@ class RunEnqueuer:
         *,
         priority: int | None = None,
         queue: str | None = None,
+        owner: str | None = None,
     ) -> EnqueuedRun:
-        """Enqueue a new run of a session (a new session when ``session_id`` is None).
+        """Enqueue a new run of a session (a new session when ``session_id`` is None,
+        belonging to ``owner``; see ``DBOSAgentExecutor.execute``).
 
-        Raises :class:`~helix_dbos.errors.SessionBusyError` when the session has a run
-        queued or in progress. A connection lost while enqueueing is retried, and an
-        enqueue whose answer was lost returns the run it enqueued (``commands.start_run``);
-        a database that stays unreachable raises
-        :class:`~helix_dbos.errors.DatabaseUnavailableError`, never a driver error.
+        When it returns, the session and its run are committed and any connection reads
+        them. The enqueuer does not know which agents the workers run: a run of an
+        agent the worker that takes it does not know ends ``failed``, with an error that
+        says so. A connection lost while enqueueing is retried, and an enqueue whose
+        answer was lost returns the run it enqueued; a database that stays unreachable
+        raises :class:`~helix_dbos.errors.DatabaseUnavailableError`, never a driver error.
+
+        Args:
+            agent_name: The name of the agent the workers registered.
+            input: The user message: a string, or anything JSON-serializable.
+            session_id: The session to continue or create; None makes a new session id.
+            priority: The run's priority on its queue; lower runs first.
+            queue: The queue; default the enqueuer's.
+            owner: Who a new session belongs to.
+
+        Returns:
+            The enqueued run: its session id, run number and workflow id.
+
+        Raises:
+            SessionBusyError: The session has a run queued or in progress.
+            SessionNotFoundError: The session exists with another owner.
+            DatabaseUnavailableError: The database stayed unreachable through every retry.
         """
         from helix_dbos._client import commands
         from helix_dbos._durable.payloads import run_workflow_id
 
-        request = commands.plan_run(self.engine, agent_name, input, session_id)
+        request = commands.plan_run(self.engine, agent_name, input, session_id, owner=owner)
         workflow_id = run_workflow_id(request.session_id, request.run)
         commands.start_run(self.workflows, request, lambda: self.workflows.enqueue(
             request, workflow_id, queue or self.queue, priority, app_version=self.app_version
         ))
+        commands.claim_started_run(self.engine, request, None)  # the worker adds the state its agent starts with
         return EnqueuedRun(request.session_id, request.run, workflow_id)
 
     def status(self, run: EnqueuedRun | str) -> str | None:
         """The DBOS status of the workflow that holds the run now (ENQUEUED, PENDING,
-        SUCCESS, ...): the run's own, or its waiter or continuation once it parked."""
+        SUCCESS, ...): the run's own, or its waiter or continuation once it parked.
+
+        Args:
+            run: The enqueued run, or its workflow id.
+
+        Returns:
+            The workflow's DBOS status, or None when DBOS has no such workflow.
+        """
         from helix_dbos._client.handle import follow_run
 
         workflow_id = run if isinstance(run, str) else run.workflow_id
@@ -211,7 +288,19 @@ class RunEnqueuer:
 
     def result(self, run: EnqueuedRun, timeout: float | None = None, poll_interval: float = 0.1) -> Any:
         """Wait for the run to end (through its waiter and continuation, if it parked);
-        its :class:`AgentResult`."""
+        its :class:`AgentResult`.
+
+        Args:
+            run: The enqueued run.
+            timeout: Seconds to wait at most; None waits as long as the run takes.
+            poll_interval: Seconds between looks at the run's status.
+
+        Returns:
+            The run's :class:`~helix_dbos.AgentResult`.
+
+        Raises:
+            TimeoutError: The run did not end within ``timeout`` seconds.
+        """
         from helix_dbos._client.handle import DONE_STATUSES, follow_run, stored_result
         from helix_dbos.types import AgentResult
 
@@ -228,6 +317,7 @@ class RunEnqueuer:
             time.sleep(poll_interval)
 
     def close(self) -> None:
+        """Close the enqueuer's connections (leaving a ``with`` block does it)."""
         self.workflows.close()
         self.engine.dispose()
 

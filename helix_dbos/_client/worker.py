@@ -78,6 +78,10 @@ def load_app(spec: str) -> DBOSAgentExecutor:
     return found
 
 
+DEFAULT_METRICS_HOST = "0.0.0.0"
+"""Where ``--metrics-port`` binds unless ``--metrics-host`` says otherwise."""
+
+
 @dataclass
 class Worker:
     """One worker process on a queue: ``start()`` launches, ``drain()`` stops it gracefully."""
@@ -90,6 +94,9 @@ class Worker:
     executor: DBOSAgentExecutor | None = None
     metrics_port: int | None = None
     """Serve Prometheus metrics on this port (``helix_dbos.observability.exposition``)."""
+    metrics_host: str = DEFAULT_METRICS_HOST
+    """The address the metrics port binds: every interface by default (Prometheus scrapes
+    it from elsewhere); ``127.0.0.1`` for a scraper on the same host only."""
 
     def start(self, on_adopted: Callable[[Adoption], None] | None = None,
               on_fenced: Callable[[str], None] | None = None) -> None:
@@ -131,7 +138,7 @@ class Worker:
 
         assert self.executor is not None
         try:
-            serve_metrics(port, self.executor.database_url)
+            serve_metrics(port, self.executor.database_url, self.metrics_host)
         except HelixError:
             if self.executor.lease is not None:
                 self.executor.lease.release()
@@ -181,7 +188,7 @@ def serve(worker: Worker, recover_ids: Sequence[str] = (), echo: Callable[[str],
     lease_text = f", lease {lease.settings.ttl_sec:g}s" if lease is not None else ", no lease (Conductor recovers)"
     echo(f"worker {worker.executor_id} listening on {worker.settings.describe()}{lease_text}")
     if worker.metrics_port is not None:
-        echo(f"metrics on http://0.0.0.0:{worker.metrics_port}/metrics")
+        echo(f"metrics on http://{_host_in_url(worker.metrics_host)}:{worker.metrics_port}/metrics")
     if recover_ids:
         recovered = worker.recover(recover_ids)
         echo(f"recovered {len(recovered)} runs of executor {', '.join(recover_ids)}")
@@ -199,3 +206,8 @@ def serve(worker: Worker, recover_ids: Sequence[str] = (), echo: Callable[[str],
         echo(f"  {workflow_id}")
     echo(f"worker {worker.executor_id} stopped")
     return EXIT_FENCED if fenced else 0
+
+
+def _host_in_url(host: str) -> str:
+    """``host`` as a URL names it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host

@@ -43,6 +43,7 @@ from helix_dbos._durable.tool_execution.phases import start_parallel
 from helix_dbos._store.records import WaitState
 from helix_dbos.tools import ReadOnlyState, ToolContext
 from helix_dbos.types import ParsedToolCall, SessionStatus
+from helix_dbos.orchestration.status import Change, next_status
 
 WAIT_FOREVER_SECONDS = 10 * 365 * 24 * 3600.0
 """The recv timeout while every waiting call is without ``approval_timeout`` / ``client_timeout``."""
@@ -87,7 +88,7 @@ def evaluate_approval(jobs: list[ToolJob]) -> list[str]:
     runtime = current_runtime()
     needing = []
     for job in jobs:
-        agent = runtime.agent(job.agent_name)
+        agent = runtime.run_agent(job.agent_name, job.session_id, job.run)
         tool = agent.get_tool(job.call.name)
         assert tool is not None
         ctx = ToolContext(job.session_id, job.call.id, agent.name, job.step, ReadOnlyState(job.base_state, APPROVAL_READ_ONLY))
@@ -101,7 +102,10 @@ def evaluate_approval(jobs: list[ToolJob]) -> list[str]:
 
 
 def suspension_status(gates: Gates) -> SessionStatus:
-    return SessionStatus.AWAITING_APPROVAL if "approval" in gates.values() else SessionStatus.AWAITING_CLIENT_TOOL
+    """What the run's session waits as: for a person when any call needs approval, else
+    for the client tools' results."""
+    change: Change = "suspended_for_approval" if "approval" in gates.values() else "suspended_for_client_tool"
+    return next_status(SessionStatus.ACTIVE, change)
 
 
 async def suspend(scope: RunScope, step_no: int, calls: list[ParsedToolCall], gates: Gates, state: Any) -> None:
@@ -156,7 +160,7 @@ async def settle(
     approved = [
         c for c, a in zip(calls, answers) if gates[c.id] == "approval" and outcome_error("approval", c.id, a) is None
     ]
-    outcomes = list(await start_parallel(scope, step_no, approved, base, events))
+    outcomes = await start_parallel(scope, step_no, approved, base, events)
     for call, answer in zip(calls, answers):
         if call in approved:
             continue

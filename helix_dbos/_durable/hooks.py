@@ -54,6 +54,16 @@ async def fire_hook(hooks: AgentHooks | None, name: HookName, *args: Any) -> Non
         current_runtime().log.error("hook.failed", hook=name, exc_info=True)
 
 
+AFTER_COMMIT_HOOKS: tuple[HookName, ...] = ("on_message", "after_tool", "on_step_finish", "on_agent_complete")
+"""The hooks that observe a committed step."""
+
+
+def observe_commits(hooks: AgentHooks) -> bool:
+    """Whether any hook observes a committed step: without one, a step fires nothing
+    after its commit, builds no :class:`StepInfo` and has no :class:`HookState` to save."""
+    return any(getattr(hooks, name) is not None for name in AFTER_COMMIT_HOOKS)
+
+
 def step_info(
     step_no: int, first: bool, step_result: StepResult, usage: Usage, messages: list[Message]
 ) -> StepInfo:

@@ -37,7 +37,7 @@ from dbos import DBOS
 from helix_dbos._durable import hitl
 from helix_dbos._durable.children.companion_calls import run_companion_calls, take_notices
 from helix_dbos._durable.children.dispatch import run_children
-from helix_dbos._durable.hooks import HookState, fire_hook, step_info, tool_calls_of
+from helix_dbos._durable.hooks import HookState, fire_hook, observe_commits, step_info, tool_calls_of
 from helix_dbos._durable.payloads import ParkedStep, RunStart, ToolOutcome, checkpoint_json, llm_output
 from helix_dbos._durable.run_scope import RunScope
 from helix_dbos._durable.runtime import current_runtime
@@ -72,6 +72,7 @@ from helix_dbos.orchestration import (
     synthesize_step_tool_results,
 )
 from helix_dbos.state import StateTracker, StepWrite, apply_step_writes, merge_step_writes, step_writes_to_rfc6902
+from helix_dbos._store.memory_records import MemoryWrite
 from helix_dbos._store.records import ResolvedCall, StepCommit, Terminal
 from helix_dbos._text import storable
 from helix_dbos.types import (
@@ -242,6 +243,8 @@ class AgentLoop:
         out.writes = writes
         results: list[ToolResultMessage] = [result_message(o) for o in out.outcomes]
         results += [unknown_tool_message(call) for call in calls.unknown]
+        for call in calls.unknown:
+            observe.tool_call_refused(observe.UNKNOWN_TOOL, call.id, f"unknown tool {call.name!r}")
         results += await run_companion_calls(scope, step_no, calls.companions, out.events)
         results += await run_children(scope, step_no, self.state, calls.children + plan.pending_sub_agent_calls, out.events)
         results += synthesize_step_tool_results(plan)
@@ -264,7 +267,7 @@ class AgentLoop:
             if gated:
                 await hitl.suspend(scope, step_no, gated, gates, self.state)
             free = [c for c in regular if c.id not in gates]
-            ran = list(await start_parallel(scope, step_no, free, base, out.events))
+            ran = await start_parallel(scope, step_no, free, base, out.events)
             return self._parking(step_no, gates, ran, out.notices) if gated else ran
         answers = [parked.answers.get(c.id) for c in gated]
         reason = hitl.suspension_status(gates).value
@@ -281,6 +284,7 @@ class AgentLoop:
         return ParkedStep(
             step=step_no, llm=self.llm_checkpoints, guard=self.guard, gates=gates, ran=ran,
             first_step=self.first_step, queue=self.queue, notices=[m.model_dump(mode="json") for m in notices],
+            toolsets=self.scope.listed,
         )
 
     # --- deciding how the step ends -----------------------------------------------------
@@ -368,9 +372,11 @@ class AgentLoop:
             next_step=StepStartEvent(step=step_no + 1),
             terminal=out.terminal,
             resolved=out.resolved,
+            fresh=self._fresh(step_no),
         )
         with observe.commit(step_no, out.terminal) as observed:
-            outcome = await asyncio.to_thread(current_runtime().commit_step, commit)
+            memory = [MemoryWrite.model_validate(w) for o in out.outcomes for w in o.memory]
+            outcome = await asyncio.to_thread(current_runtime().commit_step, commit, memory)
             observed.outcome(outcome)
         if outcome.refused is not None:
             await _stop_if_cancelled()
@@ -383,10 +389,19 @@ class AgentLoop:
         self.step_count = step_no
         return outcome.interrupted
 
+    def _fresh(self, step_no: int) -> bool:
+        """Whether no earlier execution can have written events of step ``step_no``: this
+        is the workflow's first execution, and the step is not the one a continuation takes
+        up (its run's first workflow streamed the step's model call and quick calls)."""
+        parked = self.scope.request.parked
+        return self.scope.first_execution and (parked is None or parked.step != step_no)
+
     async def _after_commit(self, step_no: int, out: StepOutput) -> None:
         """Hooks that observe a committed step (they run again if a recovered run replays it).
         What they write to the state is saved once, after them (``_durable/hooks.py``)."""
         hooks = self.agent.hooks
+        if not observe_commits(hooks):
+            return
         written = HookState(self.state, self.agent.state_schema)
         ctx = written.context(self.scope, step_no)
         calls = {c.id: c for c in tool_calls_of(out.messages)}
@@ -424,7 +439,7 @@ async def call_llm(
     streams sends its token deltas to the session's consumers as they arrive
     (``_durable/streaming.py``)."""
     runtime = current_runtime()
-    agent = runtime.agent(agent_name)
+    agent = runtime.run_agent(agent_name, session_id, run)
     deltas = StepDeltas(runtime.deltas, session_id, run, step)
     with observe.model_call(agent.llm_config.model, session_id, messages) as answered:
         result, usage = await generate_with_retry(
@@ -457,9 +472,10 @@ def _rfc6902(writes: Iterable[StepWrite]) -> list[dict[str, Any]]:
 
 async def _stop_if_cancelled() -> None:
     """Raise DBOS's cancellation when this run's workflow was cancelled (aborted): DBOS
-    checks it before any of the workflow's operations, and reading the workflow's own
-    status is the lightest one. Returns when the workflow was not cancelled."""
-    await DBOS.get_workflow_status_async(DBOS.workflow_id or "")
+    checks it before any of the workflow's operations, and a sleep of no time is the
+    lightest one whose checkpoint is portable JSON. Returns when the workflow was not
+    cancelled."""
+    await DBOS.sleep_async(0)
 
 
 def _terminal_stop_reason(plan: StepProcessingPlan) -> str | None:

@@ -11,6 +11,7 @@ small and plain. Everything a person reads lives as JSON in the ``helix`` schema
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -19,8 +20,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from helix_dbos.orchestration import RunawayGuard
+from helix_dbos.orchestration.messages import create_tool_result_message
 from helix_dbos._text import storable
-from helix_dbos.types import ParsedToolCall, StepResult, StepResultAdapter, Usage
+from helix_dbos.types import ParsedToolCall, StepResult, StepResultAdapter, ToolResultMessage, Usage
 
 WORKFLOW_NAME = "helix_agent_run"
 """The registered name of the agent-run workflow (_durable/workflow.py)."""
@@ -62,11 +64,32 @@ class ToolOutcome(BaseModel):
     success: bool
     result: Any = None
     error: str | None = None
+    error_type: str | None = None
+    """The class of the exception the tool raised (``"KeyError"``); None when it did not raise."""
     writes: list[Any] = Field(default_factory=list)
     ms: float = 0.0
     events: list[dict[str, Any]] = Field(default_factory=list)
     executed: bool = True
     """False for a gated call answered without running here (denied, timed out, client-executed)."""
+    memory: list[dict[str, Any]] = Field(default_factory=list)
+    """The memory writes of the call (``ctx.memory``, as ``MemoryWrite`` JSON), committed with its step."""
+
+    def message(self) -> ToolResultMessage:
+        """The tool result message the model gets. ``result`` is JSON data already (the
+        tool's output as :meth:`~helix_dbos.tools.Tool.dump_output` made it, or read from a
+        checkpoint or an answer), so it is written as it is, not converted again."""
+        if not self.success:
+            return create_tool_result_message(self.tool_call_id, self.tool_name, success=False, error=self.error)
+        content = json.dumps(self.result, separators=(",", ":"), ensure_ascii=False)
+        return ToolResultMessage(tool_call_id=self.tool_call_id, tool_name=self.tool_name, content=content)
+
+
+class ListedToolsets(BaseModel):
+    """What a run's toolsets listed, once per run (``_durable/toolset_runs.py``): the
+    session's owner they serve and each toolset's listing, by toolset name."""
+
+    owner: str | None = None
+    listings: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
 
 
 class ParkedStep(BaseModel):
@@ -90,6 +113,8 @@ class ParkedStep(BaseModel):
     """The companion notices the step took into its transcript (``_durable/children/companion_calls.py``)."""
     answers: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
     """Each gated call's answer as recorded (None: it timed out), filled by the waiter."""
+    toolsets: ListedToolsets | None = None
+    """What the run's toolsets listed: the continuation offers the same tools."""
 
 
 class RunRequest(BaseModel):
@@ -103,6 +128,8 @@ class RunRequest(BaseModel):
     parent_session_id: str | None = None
     parent_tool_call_id: str | None = None
     root_session_id: str | None = None
+    owner: str | None = None
+    """Who a new root session belongs to (a sub-agent's session takes its root's owner)."""
     parked: ParkedStep | None = None
     """Set for a continuation: the run resumes its parked step (``continuation_workflow_id``)."""
     trace_parent: str | None = None
@@ -140,6 +167,10 @@ class RunStart(BaseModel):
     refused: str | None = None
 
 
+CallKey = tuple[str, int, str, str]
+"""(session id, step, tool call id, call digest)."""
+
+
 @dataclass
 class ToolJob:
     """What a tool step needs: the call and the state it starts from."""
@@ -153,10 +184,15 @@ class ToolJob:
     ran_before: bool = True
     """Whether an earlier execution of the run's workflow may have run this step; when not,
     no outcome can be recorded for it and the step does not look for one."""
+    attempt_recorded: bool = False
+    """Whether this process recorded its attempt at the call before the step began (with
+    the step's other calls, ``_durable/tool_execution/attempts.py``)."""
 
-
-CallKey = tuple[str, int, str, str]
-"""(session id, step, tool call id, call digest)."""
+    @functools.cached_property
+    def key(self) -> CallKey:
+        """The call's :data:`CallKey`, its digest computed once for the step and the code
+        that waits for the step's checkpoint."""
+        return (self.session_id, self.step, self.call.id, call_digest(self.call))
 
 
 def call_digest(call: ParsedToolCall) -> str:
@@ -197,8 +233,8 @@ def tool_outcome(call: ParsedToolCall, checkpoint: dict[str, Any]) -> ToolOutcom
     when the checkpoint leaves them out::
 
         >>> tool_outcome(ParsedToolCall(id="a", name="t", arguments={}), {"result": {"ok": 1}})
-        ToolOutcome(tool_call_id='a', tool_name='t', success=True, result={'ok': 1}, error=None, writes=[], \
-ms=0.0, events=[], executed=True)
+        ToolOutcome(tool_call_id='a', tool_name='t', success=True, result={'ok': 1}, error=None, \
+error_type=None, writes=[], ms=0.0, events=[], executed=True, memory=[])
     """
     said = {"tool_call_id": call.id, "tool_name": call.name, "success": True}
     return ToolOutcome.model_validate({**said, **checkpoint})

@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from helix_dbos._durable.payloads import RunRequest, ToolJob
+from helix_dbos._durable.payloads import ListedToolsets, RunRequest, ToolJob
 from helix_dbos.agents import AgentConfig
 from helix_dbos.state import StateTracker
 from helix_dbos.tools import HookContext, ReadOnlyState, Tool
@@ -36,6 +36,8 @@ class RunScope:
     first_execution: bool = False
     """This execution of the run's workflow is its first (not a recovery, not a resume):
     none of its steps ran before (``AgentRuntime.first_execution``)."""
+    listed: ListedToolsets | None = None
+    """What the run's toolsets listed (``agent`` has their tools already); None without toolsets."""
 
     @property
     def session_id(self) -> str:
@@ -50,10 +52,10 @@ class RunScope:
         assert found is not None, f"the loop only schedules known tools, not {name!r}"
         return found
 
-    def job(self, step_no: int, call: ParsedToolCall, base_state: Any) -> ToolJob:
+    def job(self, step_no: int, call: ParsedToolCall, base_state: Any, attempt_recorded: bool = False) -> ToolJob:
         return ToolJob(
             self.agent.name, self.session_id, self.request.run, step_no, call, base_state,
-            ran_before=not self.first_execution,
+            ran_before=not self.first_execution, attempt_recorded=attempt_recorded,
         )
 
     def hook_context(self, step_no: int, state: Any) -> HookContext:

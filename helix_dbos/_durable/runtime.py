@@ -20,36 +20,33 @@ about aborted helix runs, which the runtime installs, is in ``dbos_log.py``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Final
 
+import sqlalchemy as sa
 from dbos import DBOS, SQLAlchemyDatasource
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos._durable.children.companion_steps import CompanionSteps
 from helix_dbos._durable.dbos_log import quiet_cancelled_runs
 from helix_dbos._durable.payloads import RunRequest, RunStart, run_workflow_id
+from helix_dbos._durable.run_claim import APART, claim_run
 from helix_dbos._durable.tool_execution.held_outcomes import HeldOutcomes
 from helix_dbos._durable.tool_execution.watch import RunWatch
-from helix_dbos.errors import (
-    AgentNotRegisteredError,
-    ConfigurationError,
-    HelixError,
-    SessionBusyError,
-    SessionNotFoundError,
-)
-from helix_dbos.events import ApprovalRequestEvent, ClientToolRequestEvent, ErrorEvent, Event, RunStartEvent, StepStartEvent
+from helix_dbos.errors import AgentNotRegisteredError, ConfigurationError, HelixError
+from helix_dbos.events import ApprovalRequestEvent, ClientToolRequestEvent, ErrorEvent, Event
 from helix_dbos.llm import LLMAdapter
 from helix_dbos._logs import EventLog
-from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_finish_tool_result
-from helix_dbos._store import reads, writes
+from helix_dbos._store import memories, reads, writes
+from helix_dbos._store.memory_records import MemoryWrite
 from helix_dbos._store.delta_channels import DeltaPublisher
 from helix_dbos._store.engine import create_statement_engine
 from helix_dbos._store.live_events import LiveEventWriter
-from helix_dbos._store.records import CommitOutcome, HookStateSave, KeyedEvent, RecordedOutcome, StepCommit, WaitState
+from helix_dbos._store.records import CommitOutcome, HookStateSave, RecordedOutcome, StepCommit, WaitState
 from helix_dbos._store.retry import retry_transient
 from helix_dbos.subagents import sub_agents_of
-from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus, UserMessage
+from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus
 
 _READ_COMMITTED: Final = "READ COMMITTED"
 
@@ -65,6 +62,7 @@ class AgentRuntime:
         self.datasource = datasource
         self.engine = datasource.engine
         self._agents: dict[str, AgentConfig] = {}
+        self._run_agents: dict[tuple[str, int], AgentConfig] = {}
         url = self.engine.url.render_as_string(hide_password=False)
         self.deltas = DeltaPublisher(url)
         """Publishes the LLM steps' token deltas (``_durable/streaming.py``)."""
@@ -85,7 +83,8 @@ class AgentRuntime:
             self._continue_run
         )
         """``continue_run(request) -> RunStart`` (as JSON): check that the parked run still
-        holds its session at its parked step (``refused`` otherwise: it was aborted)."""
+        holds its session at its parked step (``refused`` otherwise: it was aborted); the
+        continuation then holds the run (``helix.runs.workflow_id``)."""
         self.claim_child = transaction(name="helix_claim_child", isolation_level=_READ_COMMITTED)(
             self._claim_child
         )
@@ -106,7 +105,9 @@ class AgentRuntime:
         )
         """``collect_answers(session_id, run, tool_call_ids) -> WaitState`` (as JSON): the
         calls answered in time or timed out, how long until the next deadline, and whether
-        the run still holds the session."""
+        the run still holds the session (the waiter then holds the run: ``helix.runs.workflow_id``)."""
+        self.embedder: Any = None
+        """Embeds memory search queries (``helix_dbos.memory.Embedder``; None: text search only)."""
         self.companions = CompanionSteps(datasource, self.agent)
         """The companion tools' transactions (``_durable/children/companion_steps.py``)."""
 
@@ -132,6 +133,23 @@ class AgentRuntime:
                 f"agent {name!r} is not registered in this process; call executor.register() before DBOS.launch()"
             ) from None
 
+    @contextmanager
+    def running(self, request: RunRequest, agent: AgentConfig) -> Iterator[None]:
+        """Within this block, the steps of ``request``'s run see ``agent`` (the registered
+        agent with the tools its toolsets listed for the run) by :meth:`run_agent`."""
+        key = (request.session_id, request.run)
+        self._run_agents[key] = agent
+        try:
+            yield
+        finally:
+            if self._run_agents.get(key) is agent:
+                del self._run_agents[key]
+
+    def run_agent(self, name: str, session_id: str, run: int) -> AgentConfig:
+        """The agent run ``run`` of the session runs with: the registered agent named
+        ``name``, with its toolsets' tools while the run runs here (:meth:`running`)."""
+        return self._run_agents.get((session_id, run)) or self.agent(name)
+
     # --- transaction bodies (each runs inside a DBOS datasource transaction) ------------------
 
     def _connection(self) -> Any:
@@ -151,45 +169,12 @@ class AgentRuntime:
         conn = self._connection()
         placement = reads.workflow_placement(conn, request.workflow_id)
         if placement is None:
-            raise ConfigurationError(
-                "helix's database is not DBOS's system database: helix keeps its tables next to DBOS's so that an"
-                " answer and the message that delivers it commit together. Give DBOS(config=...)"
-                " system_database_url and DBOSAgentExecutor(database_url=...) the same URL"
-            )
-        sid = request.session_id
-        row = writes.lock_session(conn, sid)
-        if row is not None and request.parent_session_id is not None:
-            owner = (row["parent_session_id"], row["parent_tool_call_id"])
-            if owner != (request.parent_session_id, request.parent_tool_call_id):
-                return RunStart(refused=_not_the_child(request, owner)).model_dump(mode="json")
-        if row is None:
-            if request.kind == "resume":
-                raise SessionNotFoundError(f"no session {sid!r}")
-            writes.insert_session(
-                conn, session_id=sid, agent_name=request.agent_name, initial_state=initial_state,
-                root_session_id=request.root_session_id or sid, parent_session_id=request.parent_session_id,
-                parent_tool_call_id=request.parent_tool_call_id,
-            )
-            row = writes.lock_session(conn, sid)
-            assert row is not None
-        elif not _claimed_for(request, row) and (row["status"] in ACTIVE_STATUSES or row["run_count"] >= request.run):
-            raise SessionBusyError(f"session {sid!r} already has a run in progress (run {row['run_count']})")
-        writes.reopen_session(conn, sid, request.run)
-        message_count = _add_input_messages(conn, request, row)
-        writes.insert_run(
-            conn, session_id=sid, run=request.run, workflow_id=run_workflow_id(sid, request.run),
-            kind=request.kind, start_step=row["step_count"], start_seq=row["event_seq"] + 1,
-        )
-        writes.append_events(
-            conn, sid, request.run, row["step_count"],
-            [RunStartEvent(run=request.run, kind=request.kind, input=request.input)],
-        )
-        first = row["step_count"] + 1  # the first step's step_start; the next ones come with each commit
-        writes.append_keyed_events(
-            conn, sid, request.run, first, [KeyedEvent.at(request.run, first, "step_start", StepStartEvent(step=first))]
-        )
+            raise ConfigurationError(APART)
+        claim = claim_run(conn, request, initial_state)
+        if claim.refused is not None:
+            return RunStart(refused=claim.refused).model_dump(mode="json")
         start = RunStart(
-            step_count=row["step_count"], message_seq=message_count, start_seq=row["event_seq"] + 1,
+            step_count=claim.step_count, message_seq=claim.message_seq, start_seq=claim.start_seq,
             queue=placement.queue,
         )
         self._mark_began(request.workflow_id)
@@ -207,6 +192,7 @@ class AgentRuntime:
                 f" (the session is {now}); its continuation changed nothing"
             )
             return RunStart(refused=refused).model_dump(mode="json")
+        writes.follow_run_workflow(self._connection(), request.workflow_id)
         self._mark_began(request.workflow_id)
         start = RunStart(step_count=row["step_count"], message_seq=row["message_count"], queue=parked.queue)
         return start.model_dump(mode="json")
@@ -253,19 +239,38 @@ class AgentRuntime:
         row = writes.lock_session(conn, session_id)
         if row is None or row["run_count"] != run or row["status"] not in ACTIVE_STATUSES:
             return WaitState(run_ended=True).model_dump(mode="json")
+        waiter = DBOS.workflow_id
+        assert waiter is not None  # a transaction of the waiter workflow
+        writes.follow_run_workflow(conn, waiter)
         return writes.collect_answers(conn, session_id, tool_call_ids).model_dump(mode="json")
 
     # --- the step commit: a plain transaction, idempotent on its own --------
 
-    def commit_step(self, commit: StepCommit) -> CommitOutcome:
+    def commit_step(self, commit: StepCommit, memory: Sequence[MemoryWrite] = ()) -> CommitOutcome:
         """Commit one agent step, exactly once (retried on connection faults: a commit
-        that went through before its connection broke is recognized, not repeated)."""
+        that went through before its connection broke is recognized, not repeated).
+        The memory writes of the step's tools are applied in the same transaction, only
+        when the step is written now (not on a replay, not when refused). A ``fresh``
+        commit is made an ordinary one when some of the step's live events were sent,
+        or when the stream turns out to hold one of its keys."""
+        if self.live_events.committing(commit.session_id, commit.run, commit.step):
+            commit = commit.model_copy(update={"fresh": False})
+        try:
+            return retry_transient(lambda: self._write_commit(commit, memory))
+        except sa.exc.IntegrityError as error:
+            if not (commit.fresh and writes.stream_key_taken(error)):
+                raise
+            return retry_transient(lambda: self._write_commit(commit.model_copy(update={"fresh": False}), memory))
 
-        def write() -> CommitOutcome:
+    def _write_commit(self, commit: StepCommit, memory: Sequence[MemoryWrite]) -> CommitOutcome:
+        if not memory:
             with self.statements.connect() as conn:
                 return writes.commit_step(conn, commit)
-
-        return retry_transient(write)
+        with self.engine.begin() as conn:
+            outcome = writes.commit_step(conn, commit)
+            if not outcome.replayed and outcome.refused is None:
+                memories.apply_writes(conn, list(memory), commit.session_id, commit.run, commit.step)
+            return outcome
 
     # --- the outcomes of tool calls, written and read by tool steps ----------
 
@@ -297,34 +302,6 @@ class AgentRuntime:
                 return reads.load_messages(conn, session_id, message_seq), reads.load_state(conn, session_id, step)
 
         return retry_transient(load)
-
-
-def _claimed_for(request: RunRequest, row: dict[str, Any]) -> bool:
-    """The row is a sub-agent session its parent claimed for this run, not yet begun."""
-    return request.parent_session_id is not None and row["run_count"] == 0 and row["status"] == SessionStatus.ACTIVE
-
-
-def _not_the_child(request: RunRequest, owner: tuple[str | None, str | None]) -> str:
-    parent, call = owner
-    recorded = f"the session of call {call!r} of {parent!r}" if parent else "not a sub-agent session"
-    return (
-        f"session {request.session_id!r} is not a sub-agent session of {request.parent_session_id!r}"
-        f" (call {request.parent_tool_call_id!r}): it is {recorded}; this run changed nothing"
-    )
-
-
-def _add_input_messages(conn: Any, request: RunRequest, row: dict[str, Any]) -> int:
-    """Pair a ``__finish__`` call the history left without a result, and append the user's message."""
-    new: list[Message] = []
-    if request.kind == "execute" and row["message_count"] > 0:
-        dangling = find_unpaired_finish_call_id(reads.load_messages_since_last_assistant(conn, request.session_id))
-        if dangling is not None:
-            new.append(synthesize_finish_tool_result(dangling))
-    if request.input is not None:
-        new.append(UserMessage(content=request.input))
-    if not new:
-        return int(row["message_count"])
-    return writes.append_messages(conn, request.session_id, request.run, row["step_count"], new)
 
 
 _runtime: AgentRuntime | None = None

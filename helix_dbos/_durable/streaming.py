@@ -31,8 +31,9 @@ step and attempt, to the channels of the session and of the sessions above it
     result, usage = await generate_with_retry(..., on_delta=sink)
     await sink.flush()           # the deltas go out before the step's result is used
 
-A tool's ``ctx.update_state`` is published the same way, at once, as a ``state`` delta
-with the RFC 6902 operations it added (:class:`LiveState`); the step's merged
+A tool's ``ctx.update_state`` is published the same way as a ``state`` delta with the
+RFC 6902 operations it added (:class:`LiveState`), joined with the call's next updates
+for a few milliseconds, and not at all when the tool returns sooner; the step's merged
 ``state_patch`` event stays what is durable.
 
 ``attempt`` is the time (microseconds since the epoch) when a model call attempt sent its
@@ -53,7 +54,6 @@ from helix_dbos._deltas import Delta, DeltaRecord
 from helix_dbos._durable.payloads import ToolOutcome
 from helix_dbos._durable.runtime import current_runtime
 from helix_dbos.events import ErrorEvent, Event, FinishEvent, TextEvent, ToolCallEvent, ToolResultEvent, parse_event
-from helix_dbos.orchestration import create_tool_result_message
 from helix_dbos.state import StateTracker
 from helix_dbos.state.rfc6902 import JsonPatchOperation
 from helix_dbos._store.delta_channels import DeltaPublisher
@@ -71,9 +71,7 @@ def keyed(run: int, step: int, parts: list[Part]) -> list[KeyedEvent]:
 
 
 def result_message(outcome: ToolOutcome) -> ToolResultMessage:
-    return create_tool_result_message(
-        outcome.tool_call_id, outcome.tool_name, result=outcome.result, success=outcome.success, error=outcome.error
-    )
+    return outcome.message()
 
 
 def assistant_events(message: AssistantMessage) -> list[Part]:
@@ -91,20 +89,23 @@ def assistant_events(message: AssistantMessage) -> list[Part]:
 
 def outcome_events(outcome: ToolOutcome) -> list[Part]:
     """What a finished tool streams: the custom events it emitted, then its result, with
-    how long the tool ran when its step ran it."""
+    how long the tool ran when its step ran it and the class of what it raised, if it did."""
     custom: list[Part] = [
         (f"custom:{outcome.tool_call_id}:{i}", parse_event(row["type"], row["data"]))
         for i, row in enumerate(outcome.events)
     ]
-    return custom + tool_result_events([result_message(outcome)], ms=outcome.ms if outcome.executed else None)
+    ms = outcome.ms if outcome.executed else None
+    return custom + tool_result_events([result_message(outcome)], ms=ms, error_type=outcome.error_type)
 
 
-def tool_result_events(results: list[ToolResultMessage], ms: float | None = None) -> list[Part]:
+def tool_result_events(results: list[ToolResultMessage], ms: float | None = None,
+                       error_type: str | None = None) -> list[Part]:
     return [
         (
             f"result:{r.tool_call_id}",
             ToolResultEvent(
-                tool_call_id=r.tool_call_id, tool_name=r.tool_name, content=r.content, is_error=r.is_error, ms=ms
+                tool_call_id=r.tool_call_id, tool_name=r.tool_name, content=r.content, is_error=r.is_error, ms=ms,
+                error_type=error_type,
             ),
         )
         for r in results
@@ -223,21 +224,22 @@ class _ToolCallOrigin(TypedDict):
 class LiveState:
     """The state tracker a tool's context writes through: each ``update`` is applied to the
     tool's own tracker (what its step records) and its new RFC 6902 operations are
-    published at once as a ``state`` delta of the call, best effort. ``attempt`` is the
-    time the tool step began, so a re-run of the call after a crash supersedes what the
-    lost attempt showed."""
+    published as a ``state`` delta of the call, best effort (held briefly and joined with
+    the next ones, ``DeltaPublisher.publish_state``); ``done()`` drops what is still held
+    when the tool returns. ``attempt`` is the time the tool step began, so a re-run of the
+    call after a crash supersedes what the lost attempt showed."""
 
     def __init__(
         self, tracker: StateTracker, publisher: DeltaPublisher, session_id: str, run: int, step: int,
         tool_call_id: str, tool_name: str,
     ) -> None:
         self.tracker = tracker
-        self._publish: Callable[[DeltaRecord], int] = publisher.publish
+        self._publisher = publisher
         self._record: _ToolCallOrigin = {
             "session_id": session_id, "run": run, "step": step, "tool_call_id": tool_call_id, "tool_name": tool_name,
         }
         self._attempt = time.time_ns() // 1000
-        self._index = 0
+        self._updates = 0
 
     def get_state(self) -> Any:
         return self.tracker.get_state()
@@ -248,11 +250,19 @@ class LiveState:
         added = _added(before, self.tracker.get_rfc6902_patches())
         if added:
             try:
-                record = DeltaRecord(kind="state", patch=[dict(op) for op in added], attempt=self._attempt, index=self._index, **self._record)
-                self._index += self._publish(record) or 1
+                self._publisher.publish_state(self._delta([dict(op) for op in added]))
+                self._updates += 1
             except Exception:
                 logger.exception("could not publish a live state patch (dropped)")
         return state
+
+    def done(self) -> None:
+        """The tool returned: what it updated is in its outcome, and what is still held of
+        its live state is not sent."""
+        self._publisher.discard_state(self._delta([]))
+
+    def _delta(self, patch: list[dict[str, Any]]) -> DeltaRecord:
+        return DeltaRecord(kind="state", patch=patch, attempt=self._attempt, index=self._updates, **self._record)
 
 
 def _added(before: list[JsonPatchOperation], after: list[JsonPatchOperation]) -> list[JsonPatchOperation]:

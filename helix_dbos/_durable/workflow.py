@@ -40,6 +40,9 @@ from helix_dbos._durable.payloads import (
 from helix_dbos._durable.run_scope import RunScope
 from helix_dbos._durable.runtime import current_runtime
 from helix_dbos._durable.streaming import live_events_written
+from helix_dbos._durable.toolset_runs import list_toolsets, release_toolsets, with_toolset_tools
+from helix_dbos.agents import AgentConfig
+from helix_dbos.errors import AgentNotRegisteredError, ToolCallLostError
 from helix_dbos.observability import points as observe
 from helix_dbos._text import storable
 from helix_dbos.types import AgentResult
@@ -56,7 +59,12 @@ async def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
     if refusal is not None:
         return _ended(req, "failed", refusal)
     runtime = current_runtime()
-    agent = runtime.agent(req.agent_name)
+    try:
+        agent = runtime.agent(req.agent_name)
+    except AgentNotRegisteredError as exc:  # enqueued by a process that could not know: the run ends failed
+        runtime.log.error("run.failed", session_id=req.session_id, run=req.run, error=str(exc))
+        await asyncio.to_thread(runtime.fail_run, req, str(exc))
+        return _ended(req, "failed", str(exc))
     if req.parked is None:
         began = await asyncio.to_thread(runtime.begin_run, req, agent.initial_state())
     else:
@@ -67,10 +75,11 @@ async def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
     first_execution = runtime.first_execution(req.workflow_id)
     with observe.run(req, first_execution) as observed:
         try:
-            result = await AgentLoop(RunScope(agent, req, agent_run_workflow, first_execution=first_execution)).run(start)
+            result = await _run_loop(agent, req, start, first_execution)
         except Exception as exc:  # DBOS's cancellation is a BaseException and passes through
             error = storable(f"{type(exc).__name__}: {exc}")
-            runtime.log.error("run.failed", session_id=req.session_id, run=req.run, error=error, exc_info=True)  # a bug: shown
+            bug = not isinstance(exc, ToolCallLostError)  # a bug: its traceback shown
+            runtime.log.error("run.failed", session_id=req.session_id, run=req.run, error=error, exc_info=bug)
             observed.failed(exc)
             await live_events_written()  # the step's events before the run's error
             await asyncio.to_thread(runtime.fail_run, req, error)
@@ -82,6 +91,19 @@ async def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
     if isinstance(result, ParkedStep):
         return await _park(req, result)
     return result.model_dump(mode="json")
+
+
+async def _run_loop(agent: AgentConfig, req: RunRequest, start: RunStart, first_execution: bool) -> AgentResult | ParkedStep:
+    """The run's agent loop, with the tools its toolsets listed for the run
+    (``_durable/toolset_runs.py``); what the run held of them here is let go at the end."""
+    listed = await list_toolsets(agent, req)
+    run_agent = with_toolset_tools(agent, req, listed)
+    try:
+        with current_runtime().running(req, run_agent):
+            scope = RunScope(run_agent, req, agent_run_workflow, first_execution=first_execution, listed=listed)
+            return await AgentLoop(scope).run(start)
+    finally:
+        await release_toolsets(agent, req, listed)
 
 
 @DBOS.workflow(name=WAITER_WORKFLOW_NAME, serialization_type=_PORTABLE)

@@ -66,17 +66,23 @@ async def get_session_row(conn: AsyncConnection[Any], session_id: str) -> Sessio
     return SessionRecord.model_validate(rows[0]) if rows else None
 
 
-async def list_sessions(conn: AsyncConnection[Any], limit: int = 50, status: str | None = None) -> list[SessionRecord]:
-    """Most recently updated sessions first (rows only)."""
-    rows = await _rows(conn, psycopg_sql(reads.sessions_query(status)), {"status": status, "limit": limit})
+async def list_sessions(
+    conn: AsyncConnection[Any], limit: int = 50, status: str | None = None, owner: str | None = None
+) -> list[SessionRecord]:
+    """Most recently updated sessions first (rows only); with ``owner``, only that owner's."""
+    params = {"status": status, "owner": owner, "limit": limit}
+    rows = await _rows(conn, psycopg_sql(reads.sessions_query(status, owner)), params)
     return [SessionRecord.model_validate(row) for row in rows]
 
 
 async def list_pending(
-    conn: AsyncConnection[Any], session_id: str | None = None, include_descendants: bool = True
+    conn: AsyncConnection[Any], session_id: str | None = None, include_descendants: bool = True,
+    owner: str | None = None,
 ) -> list[PendingToolCall]:
-    """Open pending tool calls: all, or of one session (and, by default, its sub-agents)."""
-    rows = await _rows(conn, psycopg_sql(reads.pending_query(session_id, include_descendants)), {"id": session_id})
+    """Open pending tool calls: all, or of one session (and, by default, its sub-agents);
+    with ``owner``, only the calls of that owner's sessions."""
+    query = psycopg_sql(reads.pending_query(session_id, include_descendants, owner))
+    rows = await _rows(conn, query, {"id": session_id, "owner": owner})
     return [PendingToolCall.model_validate(row) for row in rows]
 
 

@@ -26,6 +26,13 @@ trigger                        on                          what it keeps
 
 They read these columns of DBOS's: ``workflow_status.workflow_uuid``, ``name``, ``status``,
 ``serialization``; ``notifications.topic``, ``serialization``; they never change a DBOS row.
+
+helix never breaks DBOS's own writes: the two that follow DBOS catch any failure on
+helix's side (``EXCEPTION WHEN OTHERS``, a WARNING naming the workflow), so DBOS's write
+commits, and what they missed is made up later: ``helix.follow_run_workflow`` runs again
+when DBOS changes the workflow's status and in the waiter's and continuation's first
+transaction. The two that refuse pickled rows raise on purpose and write nothing of
+helix's.
 The reads below (SQL that :mod:`~helix_dbos._store.reads`, :mod:`~helix_dbos._store.writes`,
 :mod:`~helix_dbos._store.retention` and :mod:`~helix_dbos._store.fleet` run) read
 ``dbos.workflow_status`` and ``dbos.application_versions``; :func:`dbos_schema_version`

@@ -12,6 +12,12 @@ reconnects for the next one::
     publisher.publish(record)            # returns at once
     publisher.flush(timeout=1.0)         # wait until what was queued is sent
 
+A running tool's live state goes through :meth:`DeltaPublisher.publish_state`: its
+patches wait :data:`LIVE_STATE_DELAY` seconds, joined by what the same call adds
+meanwhile, and go as one delta; ``discard_state`` drops them when the tool returned
+before that (its step's ``state_patch`` event says the same). A tool that runs for
+seconds shows each of its updates within that delay, a quick one costs no NOTIFY.
+
 A reader LISTENs on its session's channel (``LISTEN "<delta_channel(session_id)>"``).
 """
 
@@ -56,16 +62,26 @@ WITH RECURSIVE up(num, depth) AS (
 SELECT s.id FROM up JOIN helix.sessions s ON s.num = up.num ORDER BY up.depth
 """
 _NOTIFY_ALL = "SELECT pg_notify(channel, %s) FROM unnest(%s::text[]) AS channel"
+LIVE_STATE_DELAY = 0.025
+"""Seconds a tool's live state patches wait, joined, before they are sent."""
 _KNOWN_SESSIONS = 10_000
 """Sessions whose ancestors the publisher remembers (the least recently used are forgotten)."""
 
 
 @dataclass(frozen=True)
 class _Note:
-    """One delta payload to send for a session."""
+    """Deltas to send for a session, each fitting a NOTIFY payload but a joined state delta
+    (split when sent)."""
 
     session_id: str
-    payload: str
+    records: tuple[DeltaRecord, ...]
+
+    def payloads(self) -> list[str]:
+        return [
+            part.model_copy(update={"index": record.index + number}).to_payload()
+            for record in self.records
+            for number, part in enumerate(split_to_fit(record))
+        ]
 
 
 class DeltaPublisher(Sender[_Note]):
@@ -79,13 +95,29 @@ class DeltaPublisher(Sender[_Note]):
     def publish(self, record: DeltaRecord) -> int:
         """Queue ``record`` (split to fit a NOTIFY payload); returns how many payloads."""
         parts = split_to_fit(record)
-        for number, part in enumerate(parts):
-            self.put(_Note(record.session_id, part.model_copy(update={"index": record.index + number}).to_payload()))
+        numbered = tuple(part.model_copy(update={"index": record.index + n}) for n, part in enumerate(parts))
+        if numbered:
+            self.put(_Note(record.session_id, numbered))
         return len(parts)
+
+    def publish_state(self, record: DeltaRecord) -> None:
+        """Hold a running tool's ``state`` delta for :data:`LIVE_STATE_DELAY` seconds,
+        joined with the call's next ones."""
+        self.hold(_state_key(record), _Note(record.session_id, (record,)), LIVE_STATE_DELAY)
+
+    def discard_state(self, record: DeltaRecord) -> None:
+        """Drop what is held of the call (and attempt) of ``record``, unsent."""
+        self.discard(_state_key(record))
+
+    def merge(self, held: _Note, item: _Note) -> _Note:
+        first, new = held.records[0], item.records[0]
+        return _Note(held.session_id, (first.model_copy(update={"patch": [*(first.patch or []), *(new.patch or [])]}),))
 
     def send(self, conn: psycopg.Connection, items: list[_Note]) -> None:
         for note in items:
-            conn.execute(_NOTIFY_ALL, (note.payload, self._channels_of(conn, note.session_id)))
+            channels = self._channels_of(conn, note.session_id)
+            for payload in note.payloads():
+                conn.execute(_NOTIFY_ALL, (payload, channels))
 
     def dropped(self, items: list[_Note], error: psycopg.Error) -> None:
         logger.warning("could not publish %d token deltas (dropped): %s", len(items), error)
@@ -101,3 +133,8 @@ class DeltaPublisher(Sender[_Note]):
                 self._channels.popitem(last=False)
         self._channels.move_to_end(session_id)
         return channels
+
+
+def _state_key(record: DeltaRecord) -> tuple[str, int, int, str | None, int]:
+    """Which call and attempt a ``state`` delta is of."""
+    return (record.session_id, record.run, record.step, record.tool_call_id, record.attempt)

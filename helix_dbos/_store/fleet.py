@@ -31,6 +31,9 @@ class Fleet:
     leases: dict[str, int] = field(default_factory=dict)
     """lease status (``live``, ``draining``, ``dead``, ``released``, ``adopted``) -> workers."""
     adopted_runs: int = 0
+    memories: dict[str, int] = field(default_factory=dict)
+    """embedding status in the active space (``pending``, ``complete``, ``failed``; ``text_only``
+    without one) -> memories."""
     """Runs handed back by adoptions of the leases still on record."""
 
 
@@ -53,6 +56,14 @@ def read_fleet(conn: psycopg.Connection) -> Fleet:
         ).fetchall()
         queues = conn.execute(dbos_tables.QUEUED_WORKFLOWS).fetchall()
         leases = workers.list_workers(conn)
+        memories = conn.execute(
+            """
+            SELECT COALESCE(e.status, 'text_only'), count(*) FROM helix.memories m
+              LEFT JOIN helix.memory_embeddings e ON e.memory_id = m.id
+               AND e.space_id = (SELECT id FROM helix.memory_spaces WHERE active)
+             GROUP BY 1
+            """
+        ).fetchall() if conn.execute("SELECT to_regclass('helix.memories')").fetchone() != (None,) else []
     statuses: dict[str, int] = {}
     for lease in leases:
         statuses[lease.status] = statuses.get(lease.status, 0) + 1
@@ -62,4 +73,5 @@ def read_fleet(conn: psycopg.Connection) -> Fleet:
         queues={(queue, status): n for queue, status, n in queues},
         leases=statuses,
         adopted_runs=sum(lease.adopted_runs or 0 for lease in leases if lease.status == "adopted"),
+        memories={status: n for status, n in memories},
     )

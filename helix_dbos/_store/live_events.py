@@ -3,16 +3,23 @@
 Workflow code hands each group of keyed events to a
 :class:`LiveEventWriter` and goes on at once; one daemon thread per process
 (``_store/sender.py``) writes them, in the order handed over, with
-``helix.append_events_once`` on an autocommit connection of its own, merging what queued
-up for the same step into one statement. Keys make this
-safe to do late or not at all: the step's commit writes every event of the step that is
-not in the stream yet, and a write that comes after it writes nothing. A write that fails
-(no free connection, a connection fault) is tried again for up to five seconds, so what
-was handed over still reaches the stream in order, then dropped and left to the commit::
+``helix.append_events_once`` on an autocommit connection of its own. A step's events wait
+:data:`LIVE_EVENT_DELAY` seconds after the first of them is handed over, and go as one
+statement with what the step handed over meanwhile; a step that commits sooner (its
+tools were quick) drops them unsent (``committing``), as its commit writes them. So
+another process sees the model's tool calls and each finished tool's result within tens
+of milliseconds while the step's tools still run, and a quick step costs no write of its
+own. Keys make this safe to do late or twice: the commit writes every event of the step
+that is not in the stream yet, and a write that comes after it writes nothing. A write
+that fails (no free connection, a connection fault) is tried again for up to five
+seconds, so what was handed over still reaches the stream in order, then dropped and
+left to the commit::
 
     writer = LiveEventWriter(url)
     writer.write("s1", run=1, step=2, events=[keyed])   # returns at once
-    writer.flush(timeout=5.0)                            # wait until what was handed over is written
+    writer.flush(timeout=5.0)                            # write what was handed over now, and wait
+    writer.committing("s1", run=1, step=2)               # the commit writes the rest;
+                                                         # True if some were written
 
 Workflow code flushes before a transaction that writes unkeyed events of the same step
 (a suspension's ``approval_request``, a failed run's ``error``) or starts a child whose
@@ -34,6 +41,9 @@ from helix_dbos._text import storable
 logger = logging.getLogger("helix_dbos.events")
 
 _APPEND_ONCE = "SELECT helix.append_events_once(%s, %s, %s, %s::jsonb)"
+
+LIVE_EVENT_DELAY = 0.025
+"""Seconds a step's events wait for its commit before they are written on their own."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +69,16 @@ class LiveEventWriter(Sender[_Group]):
 
     def write(self, session_id: str, run: int, step: int, events: list[KeyedEvent]) -> None:
         """Hand events over to be written soon; returns at once."""
-        self.put(_Group(session_id, run, step, list(events)))
+        self.hold((session_id, run, step), _Group(session_id, run, step, list(events)), LIVE_EVENT_DELAY)
+
+    def committing(self, session_id: str, run: int, step: int) -> bool:
+        """The step is about to commit: what it handed over and is not written yet is left
+        to the commit. True when some of its events were taken to be written (they may be
+        in the stream already, so its commit must look their keys up)."""
+        return self.discard((session_id, run, step))
+
+    def merge(self, held: _Group, item: _Group) -> _Group:
+        return _Group(held.session_id, held.run, held.step, [*held.events, *item.events])
 
     def send(self, conn: psycopg.Connection, items: list[_Group]) -> None:
         for group in merged(items):

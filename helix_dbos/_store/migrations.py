@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psycopg
 
+from helix_dbos._error_text import first_line
 from helix_dbos._database import libpq_url, redact
 from helix_dbos.errors import DatabaseError, SchemaOutdatedError
 from helix_dbos._store import dbos_tables
@@ -81,8 +82,7 @@ def migrate(database_url: str, migrations: list[Migration] | None = None) -> Mig
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
     except psycopg.Error as exc:
-        first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-        raise DatabaseError(f"migrating {redact(database_url)} failed: {first}") from None
+        raise DatabaseError(f"migrating {redact(database_url)} failed: {first_line(exc)}") from None
 
 
 def _migrate_dbos(database_url: str) -> None:
@@ -91,8 +91,7 @@ def _migrate_dbos(database_url: str) -> None:
     try:
         DBOS.migrate(database_url)
     except Exception as exc:
-        first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-        raise DatabaseError(f"creating DBOS's system tables in {redact(database_url)} failed: {first}") from None
+        raise DatabaseError(f"creating DBOS's system tables in {redact(database_url)} failed: {first_line(exc)}") from None
 
 
 def applied_versions(database_url: str) -> list[int]:
@@ -120,8 +119,7 @@ def check_schema(database_url: str) -> None:
             if applied:
                 dbos_tables.require_tested_dbos(conn)
     except psycopg.Error as exc:
-        first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-        raise DatabaseError(f"cannot read the helix schema of {redact(database_url)}: {first}") from None
+        raise DatabaseError(f"cannot read the helix schema of {redact(database_url)}: {first_line(exc)}") from None
     missing = [m.version for m in migrations if m.version not in applied]
     if not applied:
         problem = f"{redact(database_url)} has no helix schema"

@@ -32,7 +32,7 @@ from helix_dbos.types import Message, MessageAdapter
 _SESSION_ROWS = (
     "SELECT s.id, s.agent_name, s.status, s.step_count, s.run_count, s.message_count, s.event_seq, s.output,"
     " s.error, s.stop_reason, s.interrupt_requested, p.id AS parent_session_id, s.parent_tool_call_id,"
-    " r.id AS root_session_id, s.created_at, s.updated_at"
+    " r.id AS root_session_id, s.owner, s.created_at, s.updated_at"
     " FROM helix.sessions s JOIN helix.sessions r ON r.num = s.root_session_num"
     " LEFT JOIN helix.sessions p ON p.num = s.parent_session_num"
 )
@@ -58,15 +58,18 @@ def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | Non
     return SessionRecord.model_validate(dict(row)) if row else None
 
 
-def sessions_query(status: str | None) -> sa.TextClause:
-    """The statement of :func:`list_sessions` (parameters ``status`` and ``limit``)."""
-    where = "WHERE s.status = :status" if status else ""
+def sessions_query(status: str | None, owner: str | None = None) -> sa.TextClause:
+    """The statement of :func:`list_sessions` (parameters ``status``, ``owner`` and ``limit``)."""
+    conditions = [c for c, given in (("s.status = :status", status), ("s.owner = :owner", owner)) if given is not None]
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
     return sa.text(f"{_SESSION_ROWS} {where} ORDER BY s.updated_at DESC LIMIT :limit")
 
 
-def list_sessions(conn: sa.Connection, limit: int = 50, status: str | None = None) -> list[SessionRecord]:
-    """Most recently updated sessions first."""
-    rows = conn.execute(sessions_query(status), {"status": status, "limit": limit}).mappings()
+def list_sessions(
+    conn: sa.Connection, limit: int = 50, status: str | None = None, owner: str | None = None
+) -> list[SessionRecord]:
+    """Most recently updated sessions first; with ``owner``, only that owner's."""
+    rows = conn.execute(sessions_query(status, owner), {"status": status, "owner": owner, "limit": limit}).mappings()
     return [SessionRecord.model_validate(dict(r)) for r in rows]
 
 
@@ -176,7 +179,12 @@ def list_runs(conn: sa.Connection, session_id: str) -> list[RunRecord]:
 
 RUNS = sa.text(
     "SELECT CAST(:id AS text) AS session_id, run, workflow_id, kind, status, start_step, end_step,"
-    f" start_seq, stop_reason, error, started_at, ended_at FROM helix.runs WHERE {_SESSION_NUM} ORDER BY run"
+    " start_seq, stop_reason, error, started_at, ended_at,"
+    " COALESCE((SELECT jsonb_agg(jsonb_build_object('from_executor', a.from_executor, 'from_status', a.from_status,"
+    "                                               'adopted_by', a.adopted_by, 'adopted_at', a.adopted_at)"
+    "                            ORDER BY a.adopted_at)"
+    "             FROM helix.run_adoptions a WHERE a.session_num = r.session_num AND a.run = r.run), '[]') AS adoptions"
+    f" FROM helix.runs r WHERE {_SESSION_NUM} ORDER BY run"
 )
 """The session's runs (parameter ``id``), without their workflows (:func:`runs_with_workflows`)."""
 
@@ -186,6 +194,16 @@ def runs_with_workflows(runs: list[dict[str, Any]], workflows: Iterable[Mapping[
     version from ``workflows`` (rows of ``dbos_tables.RUN_WORKFLOWS``) when it has one."""
     found = {w["workflow_id"]: w for w in workflows}
     return [RunRecord.model_validate({**found.get(r["workflow_id"], {}), **r}) for r in runs]
+
+
+def run_begun(conn: sa.Connection, session_id: str, run: int) -> tuple[int, int] | None:
+    """Where run ``run`` of the session began (its ``start_step`` and ``start_seq``), or
+    None while no row of it was written."""
+    row = conn.execute(
+        sa.text(f"SELECT start_step, start_seq FROM helix.runs WHERE session_num = {session_num()} AND run = :run"),
+        {"id": session_id, "run": run},
+    ).first()
+    return (int(row[0]), int(row[1])) if row else None
 
 
 def run_workflow(conn: sa.Connection, session_id: str, run: int) -> str | None:
@@ -278,9 +296,12 @@ def list_pending(
     return [PendingToolCall.model_validate(dict(r)) for r in rows]
 
 
-def pending_query(session_id: str | None, include_descendants: bool = True) -> sa.TextClause:
-    """The statement of :func:`list_pending` (parameter ``id``)."""
+def pending_query(session_id: str | None, include_descendants: bool = True, owner: str | None = None) -> sa.TextClause:
+    """The statement of :func:`list_pending` (parameters ``id`` and ``owner``): with
+    ``owner``, only the calls of that owner's sessions."""
     where = "pc.status = 'pending' AND (pc.deadline IS NULL OR pc.deadline > now())"
+    if owner is not None:
+        where += " AND pc.root_session_num IN (SELECT num FROM helix.sessions WHERE owner = :owner)"
     if session_id is not None and include_descendants:
         where += f" AND {session_num()} IN (pc.session_num, pc.root_session_num)"
     elif session_id is not None:

@@ -3,18 +3,56 @@ read API and the CLI return them, and :class:`StepCommit`, what one agent step w
 
 from __future__ import annotations
 
+import warnings
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from helix_dbos.events import Event, StepStartEvent, parse_event
+from helix_dbos.orchestration.status import statuses_after_step
 from helix_dbos._text import storable
 from helix_dbos.types import AgentStatus, Message, SessionStatus
 
 
+class RunAdoption(BaseModel):
+    """A run a live process adopted from a worker that died or stopped with the run in progress."""
+
+    from_executor: str
+    """The worker whose run it was."""
+    from_status: str
+    """``dead`` (its lease expired: killed, frozen, cut off) or ``released`` (it stopped
+    and left the run to the others)."""
+    adopted_by: str
+    """The process that handed the run back to its queue, where any worker resumed it."""
+    adopted_at: datetime
+
+    def summary(self) -> str:
+        """In words, as ``helix-dbos show`` and the console say it::
+
+            adopted by w-2 at 09:41:07 after worker w-1 died
+        """
+        why = "died" if self.from_status == "dead" else "stopped"
+        return f"adopted by {self.adopted_by} at {self.adopted_at:%Y-%m-%d %H:%M:%S} after worker {self.from_executor} {why}"
+
+
 class RunRecord(BaseModel):
-    """One run (``execute`` or ``resume``) of a session."""
+    """One run (``execute`` or ``resume``) of a session.
+
+    Attributes:
+        session_id: The session.
+        run: The run's number within the session, from 1.
+        workflow_id: The DBOS workflow that runs it (``helix:<session>:run:<n>``).
+        kind: ``execute`` or ``resume``.
+        status: The run's status.
+        start_step: The session's step count when the run began.
+        end_step: The step count when it ended, or None while it runs.
+        start_seq: The ``seq`` of its first event in the session's stream.
+        stop_reason: Why it ended, or None.
+        error: Its error, when it failed.
+        started_at: When it began.
+        ended_at: When it ended, or None.
+    """
 
     session_id: str
     run: int
@@ -39,6 +77,8 @@ class RunRecord(BaseModel):
     """The DBOS application that owns the workflow."""
     latest_version: str | None = None
     """The newest version registered by the workflow's application."""
+    adoptions: list[RunAdoption] = Field(default_factory=list)
+    """Each time a live process adopted the run from a worker that died or stopped, oldest first."""
 
     @property
     def stranded(self) -> bool:
@@ -58,7 +98,23 @@ class WorkflowPlacement(BaseModel):
 
 
 class PendingToolCall(BaseModel):
-    """A tool call waiting for a person's approval or a client's result."""
+    """A tool call waiting for a person's approval or a client's result.
+
+    Attributes:
+        session_id: The session whose step made the call (a sub-agent's, maybe).
+        tool_call_id: The call's id.
+        root_session_id: The session at the top of its sub-agent tree.
+        workflow_id: The workflow that waits for the answer.
+        run: The run's number.
+        step: The step that made the call.
+        tool_name: The tool's name.
+        kind: ``approval`` or ``client``.
+        input: The call's arguments.
+        output_schema: A client tool's output JSON Schema, or None.
+        status: ``pending`` until answered.
+        requested_at: When the call began to wait.
+        deadline: When it times out, or None.
+    """
 
     session_id: str
     tool_call_id: str
@@ -106,7 +162,17 @@ class WaitState(BaseModel):
 
 
 class EventRecord(BaseModel):
-    """One entry of a session's durable stream."""
+    """One entry of a session's durable stream.
+
+    Attributes:
+        session_id: The session.
+        seq: The event's place in the session's stream, from 1.
+        run: The run that wrote it.
+        step: The step that wrote it.
+        type: The event's type (see :data:`~helix_dbos.events.Event`).
+        data: Its other fields.
+        created_at: When it was written.
+    """
 
     session_id: str
     seq: int
@@ -123,7 +189,18 @@ class EventRecord(BaseModel):
 
 
 class AnswerRecord(BaseModel):
-    """The audit row of an answered call: who, when, what and why."""
+    """The audit row of an answered call: who, when, what and why.
+
+    Attributes:
+        session_id: The session the call belongs to.
+        tool_call_id: The call.
+        kind: ``approval`` or ``client``.
+        approved: The decision, for an approval.
+        reason: Why, for an approval.
+        answered_by: Who answered.
+        answer: The answer as recorded.
+        answered_at: When.
+    """
 
     session_id: str
     tool_call_id: str
@@ -145,7 +222,20 @@ class TranscriptEntry(BaseModel):
 
 
 class UsageSummary(BaseModel):
-    """Usage of a session, summed over its LLM calls and tools."""
+    """Usage of a session, summed over its LLM calls and tools.
+
+    Attributes:
+        llm_calls: Model calls.
+        tool_calls: Tool calls.
+        input_tokens: Tokens of the prompts.
+        output_tokens: Tokens of the answers.
+        total_tokens: Both.
+        cost_usd: The cost in US dollars, when known.
+        llm_ms: Milliseconds spent in model calls.
+        tool_ms: Milliseconds spent in tools.
+        client_tool_wait_ms: Milliseconds spent waiting for client tools.
+        by_name: The same figures by model and by tool name.
+    """
 
     llm_calls: int = 0
     tool_calls: int = 0
@@ -160,9 +250,32 @@ class UsageSummary(BaseModel):
 
 
 class SessionRecord(BaseModel):
-    """A session as stored: status, counters, output, and (when loaded) transcript and state."""
+    """A session as stored: status, counters, output, and (when loaded) transcript and state.
 
-    id: str
+    Its id is ``session_id``, as every other record and the CLI's ``--json`` name it (the
+    older ``id`` still reads it, with a :class:`DeprecationWarning`, for one release).
+
+    Attributes:
+        session_id: The session id.
+        agent_name: The session's agent.
+        status: The session's status.
+        step_count: Committed steps.
+        run_count: Runs started.
+        message_count: Messages in the transcript.
+        output: The last run's output.
+        error: The last run's error.
+        stop_reason: Why the last run stopped.
+        interrupt_requested: An interrupt waits for the current step to end.
+        parent_session_id: The parent's session, for a sub-agent's session.
+        parent_tool_call_id: The parent's call that started it.
+        root_session_id: The session at the top of its sub-agent tree.
+        created_at: When the session was made.
+        messages: The transcript (filled in by ``get_session``).
+        state: The custom state (filled in by ``get_session``).
+        pending: The calls waiting for an answer (filled in by ``get_session``).
+    """
+
+    session_id: str = Field(validation_alias=AliasChoices("session_id", "id"))
     agent_name: str
     status: SessionStatus
     step_count: int
@@ -179,13 +292,25 @@ class SessionRecord(BaseModel):
     parent_session_id: str | None = None
     parent_tool_call_id: str | None = None
     root_session_id: str
+    owner: str | None = None
+    """Who the session belongs to (a sub-agent's: its root's); None for a session created
+    without an owner, which the agent server shows only to whom its ``authorize`` allows."""
     created_at: datetime
     updated_at: datetime
     """When the session's status last changed: a run began or ended, a wait began or
-    ended, an interrupt was asked for (not at every step)."""
+    ended (not at every step, a state change or an interrupt being asked for)."""
     messages: list[Message] = Field(default_factory=list)
     state: dict[str, Any] = Field(default_factory=dict)
     pending: list[PendingToolCall] = Field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        """Deprecated: :attr:`session_id`."""
+        warnings.warn(
+            "SessionRecord.id is deprecated and will be removed in the next release; use session_id",
+            DeprecationWarning, stacklevel=2,
+        )
+        return self.session_id
 
 
 # --- what one agent step commits ---------------------------------------------------------
@@ -252,6 +377,10 @@ class StepCommit(BaseModel):
     would cost an entry of the stream's key index a step."""
     terminal: Terminal | None = None
     resolved: list[ResolvedCall] = Field(default_factory=list)
+    fresh: bool = False
+    """Nothing of the step can be in the stream yet (the run's first execution wrote none
+    of its events before the commit): the commit writes ``events`` without looking their
+    keys up. Wrong, it is refused by the stream's key index and made again without."""
 
     def to_json_payload(self) -> dict[str, Any]:
         """The jsonb argument of ``helix.commit_step``. The run's own text is made storable
@@ -261,6 +390,8 @@ class StepCommit(BaseModel):
         payload["messages"] = [m.model_dump(mode="json", exclude_none=True) for m in self.messages]
         payload["events"] = [e.to_row() for e in self.events]
         payload["next_step"] = self.next_step.to_row() if self.next_step is not None else None
+        status, if_interrupted = statuses_after_step(self.terminal.status if self.terminal is not None else None)
+        payload["status"], payload["status_if_interrupted"] = status.value, if_interrupted.value
         return storable(payload)
 
 

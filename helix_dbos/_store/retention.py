@@ -26,7 +26,7 @@ FINISHED_STATUSES = ("completed", "failed", "aborted")
 
 _TABLES = (
     "events", "messages", "state_patches", "tool_call_answers", "pending_tool_calls", "tool_outcomes",
-    "state_snapshots", "runs", "companion_notices", "companions",
+    "tool_attempts", "state_snapshots", "run_adoptions", "toolset_tools", "runs", "companion_notices", "companions",
 )
 """Every helix table that names a session (``session_num``), in an order that keeps foreign
 keys valid."""

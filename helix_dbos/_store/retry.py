@@ -33,6 +33,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine, ExceptionContext
 from sqlalchemy.exc import DBAPIError
 
+from helix_dbos._error_text import first_line
 from helix_dbos.errors import DatabaseUnavailableError
 
 T = TypeVar("T")
@@ -83,7 +84,7 @@ class Retries:
         if self._attempt == self.attempts or not is_transient(exc):
             raise exc
         logger.warning("transient database error (attempt %d of %d), retrying: %s", self._attempt, self.attempts,
-                       str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                       first_line(exc))
         wait, self._wait = self._wait, min(self._wait * 2, self.max_wait)
         return wait
 
@@ -129,8 +130,7 @@ async def retry_or_unavailable_async(fn: Callable[[], Awaitable[T]], what: str) 
 
 def _unavailable(exc: Exception, what: str) -> DatabaseUnavailableError:
     """The error saying that ``what`` failed on the transient ``exc``."""
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return DatabaseUnavailableError(f"the database stayed unreachable while {what}: {reason}")
+    return DatabaseUnavailableError(f"the database stayed unreachable while {what}: {first_line(exc)}")
 
 
 def recognize_lost_connections() -> None:

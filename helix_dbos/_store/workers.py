@@ -83,19 +83,38 @@ def get_worker(conn: psycopg.Connection, executor_id: str, *, lock: bool = False
         return cur.execute(query, (executor_id,)).fetchone()
 
 
-def take_lease(conn: psycopg.Connection, claim: LeaseClaim) -> None:
-    """Write ``claim`` as the live holder of its executor id (a new row, or over the old one)."""
-    conn.execute(
+def claim_new_lease(conn: psycopg.Connection, claim: LeaseClaim) -> bool:
+    """Insert ``claim`` as the live holder of an executor id that has no lease row yet;
+    False when it has one (then lock that row with :func:`get_worker` and decide).
+
+    The primary key settles a race for a new id: of two processes claiming it at once,
+    the second's insert waits until the first's transaction ends and then finds its row.
+    The row stays locked by the claimer until its transaction ends."""
+    row = conn.execute(
         """
         INSERT INTO helix.workers (executor_id, application_name, application_version, queues, host, pid, token,
                                    state, expires_at)
         VALUES (%(executor_id)s, %(application_name)s, %(application_version)s, %(queues)s, %(host)s, %(pid)s,
                 %(token)s, 'live', now() + make_interval(secs => %(ttl_sec)s))
-        ON CONFLICT (executor_id) DO UPDATE SET
-            application_name = EXCLUDED.application_name, application_version = EXCLUDED.application_version,
-            queues = EXCLUDED.queues, host = EXCLUDED.host, pid = EXCLUDED.pid, token = EXCLUDED.token,
-            state = 'live', started_at = now(), last_seen = now(), expires_at = EXCLUDED.expires_at,
+        ON CONFLICT (executor_id) DO NOTHING
+        RETURNING 1
+        """,
+        claim.__dict__,
+    ).fetchone()
+    return row is not None
+
+
+def take_lease(conn: psycopg.Connection, claim: LeaseClaim) -> None:
+    """Write ``claim`` over the lease row of its executor id as its live holder (the caller
+    locked the row and decided that its holder is gone)."""
+    conn.execute(
+        """
+        UPDATE helix.workers SET
+            application_name = %(application_name)s, application_version = %(application_version)s,
+            queues = %(queues)s, host = %(host)s, pid = %(pid)s, token = %(token)s,
+            state = 'live', started_at = now(), last_seen = now(), expires_at = now() + make_interval(secs => %(ttl_sec)s),
             adopted_by = NULL, adopted_at = NULL, adopted_runs = NULL
+         WHERE executor_id = %(executor_id)s
         """,
         claim.__dict__,
     )
@@ -154,6 +173,26 @@ def lock_adoptable(
         (application_name, application_version, adopter),
     ).fetchone()
     return None if row is None else str(row[0])
+
+
+def record_run_adoptions(conn: psycopg.Connection, executor_id: str, adopter: str, workflow_ids: list[str]) -> None:
+    """Record, before :func:`mark_adopted`, that ``adopter`` adopted the runs whose
+    workflows (a run's own, or the waiter of its pending calls) are ``workflow_ids``,
+    from ``executor_id``, which died (its lease expired) or was released."""
+    conn.execute(
+        """
+        INSERT INTO helix.run_adoptions (session_num, run, from_executor, from_status, adopted_by)
+        SELECT DISTINCT r.session_num, r.run, w.executor_id,
+               CASE WHEN w.state = 'released' THEN 'released' ELSE 'dead' END, %(adopter)s
+          FROM helix.workers w, helix.runs r
+         WHERE w.executor_id = %(dead)s
+           AND (r.workflow_id = ANY(%(ids)s)
+                OR (r.session_num, r.run) IN (SELECT p.session_num, p.run FROM helix.pending_tool_calls p
+                                               WHERE p.workflow_id = ANY(%(ids)s)))
+        ON CONFLICT DO NOTHING
+        """,
+        {"adopter": adopter, "dead": executor_id, "ids": workflow_ids},
+    )
 
 
 def mark_adopted(conn: psycopg.Connection, executor_id: str, adopter: str, runs: int) -> None:

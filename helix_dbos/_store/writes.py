@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 
 from helix_dbos.events import Event, StatePatchEvent
@@ -36,13 +37,16 @@ def lock_session(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
 
 
 _INSERT_SESSION = (
-    "INSERT INTO helix.sessions (num, id, agent_name, root_session_num, parent_session_num, parent_tool_call_id)"
+    "INSERT INTO helix.sessions (num, id, agent_name, root_session_num, parent_session_num, parent_tool_call_id, owner)"
     " SELECT n, :id, :agent, CASE WHEN CAST(:root AS text) = :id THEN n ELSE helix.session_num(:root) END,"
-    "  helix.session_num(:parent), :ptc"
+    "  helix.session_num(:parent), :ptc,"
+    "  CASE WHEN CAST(:root AS text) = :id THEN CAST(:owner AS text)"
+    "   ELSE (SELECT owner FROM helix.sessions WHERE id = :root) END"
     " FROM nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n"
 )
 """A new session row: it takes its number first, so a root session (``root`` is its own
-id) names itself as its root."""
+id) names itself as its root. A root session's owner is ``owner``; any other session
+takes its root's."""
 
 
 def insert_session(
@@ -50,25 +54,30 @@ def insert_session(
     *,
     session_id: str,
     agent_name: str,
-    initial_state: dict[str, Any],
+    initial_state: dict[str, Any] | None,
     root_session_id: str,
     parent_session_id: str | None = None,
     parent_tool_call_id: str | None = None,
-) -> None:
-    """Create an active session with its step-0 state snapshot."""
-    conn.execute(
-        sa.text(_INSERT_SESSION),
+    owner: str | None = None,
+) -> bool:
+    """Create an active session, with its step-0 state snapshot when ``initial_state`` is
+    known; False (nothing written) when a session of that id exists already."""
+    inserted = conn.execute(
+        sa.text(f"{_INSERT_SESSION} ON CONFLICT (id) DO NOTHING RETURNING id"),
         {"id": session_id, "agent": agent_name, "root": root_session_id, "parent": parent_session_id,
-         "ptc": parent_tool_call_id},
-    )
-    _insert_initial_snapshot(conn, session_id, initial_state)
+         "ptc": parent_tool_call_id, "owner": owner},
+    ).first()
+    if inserted is not None and initial_state is not None:
+        insert_initial_snapshot(conn, session_id, initial_state)
+    return inserted is not None
 
 
-def _insert_initial_snapshot(conn: sa.Connection, session_id: str, initial_state: dict[str, Any]) -> None:
+def insert_initial_snapshot(conn: sa.Connection, session_id: str, initial_state: dict[str, Any]) -> None:
+    """The session's state at step 0, unless it has one."""
     conn.execute(
         sa.text(
             "INSERT INTO helix.state_snapshots (session_num, step, state)"
-            f" VALUES ({session_num('id')}, 0, CAST(:s AS jsonb))"
+            f" VALUES ({session_num('id')}, 0, CAST(:s AS jsonb)) ON CONFLICT DO NOTHING"
         ),
         {"id": session_id, "s": to_json(initial_state)},
     )
@@ -95,10 +104,10 @@ def claim_child_session(
             " ON CONFLICT (id) DO NOTHING RETURNING id"
         ),
         {"id": session_id, "agent": agent_name, "root": root_session_id, "parent": parent_session_id,
-         "ptc": parent_tool_call_id, "wf": first_workflow_id},
+         "ptc": parent_tool_call_id, "wf": first_workflow_id, "owner": None},
     ).first()
     if inserted is not None:
-        _insert_initial_snapshot(conn, session_id, initial_state)
+        insert_initial_snapshot(conn, session_id, initial_state)
         return None
     owner = conn.execute(
         sa.text(
@@ -119,7 +128,7 @@ def reopen_session(conn: sa.Connection, session_id: str, run: int) -> None:
     conn.execute(
         sa.text(
             "UPDATE helix.sessions SET status = 'active', run_count = :run, error = NULL, stop_reason = NULL,"
-            " interrupt_requested = false, version = version + 1, updated_at = now() WHERE id = :id"
+            " interrupt_requested = false, updated_at = now() WHERE id = :id"
         ),
         {"id": session_id, "run": run},
     )
@@ -153,6 +162,14 @@ def insert_run(
     )
 
 
+def follow_run_workflow(conn: sa.Connection, workflow_id: str) -> None:
+    """Make a waiter or continuation workflow the one that holds its run
+    (``helix.runs.workflow_id``), unless the run names a later one already. helix's
+    trigger does it when DBOS creates the workflow; the workflow's own first transaction
+    calls this too, so a trigger firing that failed is made up."""
+    conn.execute(sa.text("SELECT helix.follow_run_workflow(:wf)"), {"wf": workflow_id})
+
+
 def append_events(conn: sa.Connection, session_id: str, run: int, step: int, events: list[Event]) -> int:
     """Append events to the session's stream; return the last seq."""
     return int(
@@ -184,6 +201,13 @@ def commit_step(conn: sa.Connection, commit: StepCommit) -> CommitOutcome:
     return CommitOutcome.model_validate(result)
 
 
+def stream_key_taken(error: sa.exc.IntegrityError) -> bool:
+    """Whether ``error`` is an event whose key the session's stream holds at that step
+    (``events_step_key_idx``): what a ``fresh`` :func:`commit_step` meets when it was not."""
+    orig = error.orig
+    return isinstance(orig, psycopg.errors.UniqueViolation) and orig.diag.constraint_name == "events_step_key_idx"
+
+
 def save_hook_state(conn: sa.Connection, save: HookStateSave) -> list[dict[str, Any]] | None:
     """Append what a committed step's hooks wrote: the step's second patch (part 1), its snapshot (when the step has one) and a ``state_patch`` event.
 
@@ -209,9 +233,6 @@ def save_hook_state(conn: sa.Connection, save: HookStateSave) -> list[dict[str, 
             ),
             {**params, "st": to_json(payload["snapshot"])},
         )
-    conn.execute(
-        sa.text("UPDATE helix.sessions SET version = version + 1, updated_at = now() WHERE id = :s"), params
-    )
     append_events(conn, save.session_id, save.run, save.step, [StatePatchEvent(patches=payload["patch"])])
     return list(payload["patch"])
 
@@ -260,7 +281,7 @@ def end_run(
 
 
 REQUEST_INTERRUPT = sa.text(
-    "UPDATE helix.sessions SET interrupt_requested = true, updated_at = now()"
+    "UPDATE helix.sessions SET interrupt_requested = true"
     " WHERE id = :id AND status = ANY (helix.active_statuses()) RETURNING id"
 )
 """The statement of :func:`request_interrupt` (parameter ``id``): one row when the session runs."""
@@ -408,13 +429,14 @@ def collect_answers(conn: sa.Connection, session_id: str, tool_call_ids: list[st
 
 def fork_session(conn: sa.Connection, source_id: str, new_id: str, from_step: int) -> None:
     """Copy the source session's transcript, state snapshots and patches up to ``from_step``
-    into a new, interrupted session ``new_id``. Run 0 marks the inherited history."""
+    into a new, interrupted session ``new_id`` of the same owner. Run 0 marks the
+    inherited history."""
     params = {"src": source_id, "new": new_id, "n": from_step}
     conn.execute(
         sa.text(
-            "INSERT INTO helix.sessions (num, id, agent_name, status, step_count, root_session_num, message_count)"
+            "INSERT INTO helix.sessions (num, id, agent_name, status, step_count, root_session_num, message_count, owner)"
             " SELECT n, :new, agent_name, 'interrupted', :n, n,"
-            f"  (SELECT count(*) FROM helix.messages WHERE session_num = {session_num('src')} AND step <= :n)"
+            f"  (SELECT count(*) FROM helix.messages WHERE session_num = {session_num('src')} AND step <= :n), owner"
             " FROM helix.sessions, nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n WHERE id = :src"
         ),
         params,

@@ -33,7 +33,8 @@ class LLMAdapter(Protocol):
     """Turns one conversation into one model step.
 
     ``messages`` start with the system message (built by the caller); ``tools`` is
-    everything the model may call, including ``__finish__`` and ``subagent__*`` tools.
+    everything the model may call, including ``__finish__`` and ``subagent__*`` tools; the
+    agent's own specs, shared by its model calls: read them, copy what you change.
     ``output_schema`` is the agent's output type, for adapters that use a provider's
     native structured output; adapters that finish through ``__finish__`` ignore it.
     """
@@ -44,7 +45,22 @@ class LLMAdapter(Protocol):
         tools: list[ToolSpec],
         llm_config: LLMConfig,
         output_schema: type[BaseModel] | None = None,
-    ) -> tuple[StepResult, Usage]: ...
+    ) -> tuple[StepResult, Usage]:
+        """One model call.
+
+        Args:
+            messages: The conversation, starting with the system message.
+            tools: Everything the model may call; shared, so copy what you change.
+            llm_config: The model and its settings.
+            output_schema: The agent's output type, for native structured output.
+
+        Returns:
+            What the model answered, and the call's usage.
+
+        Raises:
+            TransientLLMError: The call failed in a way worth retrying.
+            PermanentLLMError: The call failed in a way retrying will not fix.
+        """
 
 
 @runtime_checkable
@@ -60,7 +76,23 @@ class StreamingLLMAdapter(LLMAdapter, Protocol):
         llm_config: LLMConfig,
         output_schema: type[BaseModel] | None,
         on_delta: DeltaSink,
-    ) -> tuple[StepResult, Usage]: ...
+    ) -> tuple[StepResult, Usage]:
+        """One streamed model call.
+
+        Args:
+            messages: The conversation, starting with the system message.
+            tools: Everything the model may call; shared, so copy what you change.
+            llm_config: The model and its settings.
+            output_schema: The agent's output type, for native structured output.
+            on_delta: Receives each piece in order; returns at once.
+
+        Returns:
+            What the model answered, and the call's usage.
+
+        Raises:
+            TransientLLMError: The call failed in a way worth retrying.
+            PermanentLLMError: The call failed in a way retrying will not fix.
+        """
 
 
 class LLMError(HelixError):
@@ -68,6 +100,11 @@ class LLMError(HelixError):
 
     ``error_type`` names the underlying failure (e.g. litellm's ``RateLimitError``),
     ``status_code`` is the provider's HTTP status when there was one.
+
+    Args:
+        message: What failed.
+        error_type: The underlying failure's name; default this class's name.
+        status_code: The provider's HTTP status, when there was one.
     """
 
     def __init__(self, message: str, *, error_type: str | None = None, status_code: int | None = None) -> None:
@@ -80,6 +117,12 @@ class TransientLLMError(LLMError):
     """Worth retrying: rate limit (429), timeout, 5xx, connection error.
 
     ``retry_after`` is the provider's hint in seconds (``Retry-After``), if it sent one.
+
+    Args:
+        message: What failed.
+        error_type: The underlying failure's name; default this class's name.
+        status_code: The provider's HTTP status, when there was one.
+        retry_after: The provider's ``Retry-After`` hint in seconds, when it sent one.
     """
 
     def __init__(

@@ -61,7 +61,12 @@ _THINKING_ROUND_TRIP_PROVIDERS = frozenset({"anthropic", "bedrock", "vertex_ai"}
 
 
 class LiteLLMAdapter:
-    """Calls ``litellm.acompletion``; ``default_kwargs`` go to every call (``api_base``, ``api_key``, ...)."""
+    """Calls ``litellm.acompletion``; ``default_kwargs`` go to every call (``api_base``, ``api_key``, ...).
+
+    Args:
+        **default_kwargs: Keyword arguments of every ``litellm.acompletion`` call; an
+            agent's ``llm_config.extra`` overrides them.
+    """
 
     def __init__(self, **default_kwargs: Any) -> None:
         self.default_kwargs = default_kwargs
@@ -73,9 +78,20 @@ class LiteLLMAdapter:
         llm_config: LLMConfig,
         output_schema: type[BaseModel] | None = None,
     ) -> tuple[StepResult, Usage]:
-        """One model call. ``output_schema`` is unused: agents finish through the ``__finish__`` tool.
+        """One model call.
 
-        Raises ``TransientLLMError`` / ``PermanentLLMError`` when the call fails.
+        Args:
+            messages: The conversation, starting with the system message.
+            tools: Everything the model may call.
+            llm_config: The model (a litellm model string) and its settings.
+            output_schema: Unused: agents finish through the ``__finish__`` tool.
+
+        Returns:
+            What the model answered, and the call's usage.
+
+        Raises:
+            TransientLLMError: A rate limit, timeout, 5xx or connection error.
+            PermanentLLMError: Any other failure (authentication, a bad request, ...).
         """
         litellm = load_litellm()
         request = self._build_request(litellm, messages, tools, llm_config)
@@ -99,7 +115,19 @@ class LiteLLMAdapter:
     ) -> tuple[StepResult, Usage]:
         """One streamed model call; ``on_delta`` gets the pieces as they arrive.
 
-        Raises ``TransientLLMError`` / ``PermanentLLMError`` when the call or the stream fails.
+        Args:
+            messages: The conversation, starting with the system message.
+            tools: Everything the model may call.
+            llm_config: The model (a litellm model string) and its settings.
+            output_schema: Unused: agents finish through the ``__finish__`` tool.
+            on_delta: Receives each text, reasoning or tool-call-argument piece in order.
+
+        Returns:
+            What the model answered, and the call's usage.
+
+        Raises:
+            TransientLLMError: A rate limit, timeout, 5xx or connection error.
+            PermanentLLMError: Any other failure, of the call or of the stream.
         """
         litellm = load_litellm()
         request = self._build_request(litellm, messages, tools, llm_config)

@@ -64,7 +64,14 @@ class MockExhaustedError(PermanentLLMError):
 
 @dataclass(frozen=True)
 class LLMInput:
-    """What the mock received on one call (copies, safe from later mutation)."""
+    """What the mock received on one call (copies, safe from later mutation).
+
+    Attributes:
+        messages: The conversation the mock received.
+        tools: The tools it was offered.
+        llm_config: The model settings.
+        output_schema: The agent's output type, or None.
+    """
 
     messages: list[Message]
     tools: list[ToolSpec]
@@ -73,7 +80,19 @@ class LLMInput:
 
 
 class MockLLMAdapter:
-    """A scripted :class:`~helix_dbos.llm.LLMAdapter`; ``inputs`` records every call in order."""
+    """A scripted :class:`~helix_dbos.llm.LLMAdapter`; ``inputs`` records every call in order.
+
+    Args:
+        responder: Computes an answer from the conversation and the offered tools, when no
+            answer is queued.
+        default_response: The answer when none is queued and there is no responder.
+        delay_seconds: Seconds each call takes.
+        stream_chunk_chars: Characters of each streamed piece (at least 1).
+        delta_delay_seconds: Seconds between streamed pieces.
+
+    Raises:
+        ValueError: ``stream_chunk_chars`` is below 1.
+    """
 
     def __init__(
         self,
@@ -95,11 +114,21 @@ class MockLLMAdapter:
         self._queue: list[tuple[StepResult | LLMError, Usage | None]] = []
 
     def add_response(self, response: StepResult | dict[str, Any], usage: Usage | None = None) -> None:
-        """Queue the next answer, with the usage to report for it (default: computed)."""
+        """Queue the next answer, with the usage to report for it (default: computed).
+
+        Args:
+            response: A step result, or a dict of one (snake_case or camelCase keys; without
+                ``type``, typed by its keys).
+            usage: The usage to report; default computed from the characters.
+        """
         self._queue.append((to_step_result(response), usage))
 
     def add_error(self, error: LLMError) -> None:
-        """Queue an exception to raise instead of answering."""
+        """Queue an exception to raise instead of answering.
+
+        Args:
+            error: The exception, e.g. a :class:`~helix_dbos.llm.TransientLLMError`.
+        """
         self._queue.append((error, None))
 
     @property
@@ -108,7 +137,14 @@ class MockLLMAdapter:
         return len(self._queue)
 
     def get_last_input(self) -> LLMInput:
-        """The most recent call's input; raises ``LookupError`` before the first call."""
+        """The most recent call's input.
+
+        Returns:
+            What the mock received on its latest call.
+
+        Raises:
+            LookupError: The mock has not been called yet.
+        """
         if not self.inputs:
             raise LookupError("MockLLMAdapter has not been called yet")
         return self.inputs[-1]
@@ -120,6 +156,21 @@ class MockLLMAdapter:
         llm_config: LLMConfig,
         output_schema: type[BaseModel] | None = None,
     ) -> tuple[StepResult, Usage]:
+        """The next queued answer, else the responder's, else the default.
+
+        Args:
+            messages: The conversation, starting with the system message.
+            tools: Everything the model may call.
+            llm_config: The model and its settings (recorded, otherwise unused).
+            output_schema: The agent's output type (recorded, otherwise unused).
+
+        Returns:
+            The answer, and its usage.
+
+        Raises:
+            LLMError: The queued error.
+            MockExhaustedError: No answer is queued and there is no responder or default.
+        """
         self.inputs.append(_record(messages, tools, llm_config, output_schema))
         if self.delay_seconds > 0:
             await asyncio.sleep(self.delay_seconds)
@@ -136,7 +187,22 @@ class MockLLMAdapter:
     ) -> tuple[StepResult, Usage]:
         """``generate_step``, then the answer's pieces to ``on_delta`` (reasoning, text,
         each tool call's compact JSON arguments), ``stream_chunk_chars`` characters each,
-        ``delta_delay_seconds`` apart. A queued error is raised before any piece."""
+        ``delta_delay_seconds`` apart. A queued error is raised before any piece.
+
+        Args:
+            messages: The conversation, starting with the system message.
+            tools: Everything the model may call.
+            llm_config: The model and its settings (recorded, otherwise unused).
+            output_schema: The agent's output type (recorded, otherwise unused).
+            on_delta: Receives each piece in order.
+
+        Returns:
+            The answer, and its usage.
+
+        Raises:
+            LLMError: The queued error.
+            MockExhaustedError: No answer is queued and there is no responder or default.
+        """
         result, usage = await self.generate_step(messages, tools, llm_config, output_schema)
         for number, delta in enumerate(stream_pieces(result, self.stream_chunk_chars)):
             if number and self.delta_delay_seconds > 0:

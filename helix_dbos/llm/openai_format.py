@@ -11,6 +11,7 @@ litellm translates this format to each provider's own (Anthropic ``tool_use`` an
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -70,7 +71,7 @@ def to_openai_tools(tools: list[ToolSpec], strict_names: set[str]) -> list[dict[
 
 
 def _function_definition(tool: ToolSpec, strict: bool) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": tool.name, "parameters": tool.parameters}
+    function: dict[str, Any] = {"name": tool.name, "parameters": copy.deepcopy(tool.parameters)}  # the agent's own
     if tool.description:
         function["description"] = tool.description
     if strict:

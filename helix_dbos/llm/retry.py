@@ -47,6 +47,24 @@ async def generate_with_retry(
     """Call ``adapter.generate_step``, retrying transient errors.
 
     On failure the ``Usage`` carries only the wall time spent on all attempts.
+
+    Args:
+        adapter: The model adapter.
+        messages: The conversation, starting with the system message.
+        tools: Everything the model may call.
+        llm_config: The model and its settings.
+        output_schema: The agent's output type, for adapters that use it.
+        max_attempts: Calls at most, the first included.
+        base_delay: Seconds before the first retry; doubled after each.
+        max_delay: Seconds between two attempts at most.
+        on_delta: With a streaming adapter, receives ``(attempt, delta)`` for each piece.
+
+    Returns:
+        What the model answered and its usage; after a permanent error, or transient
+        errors on every attempt, an ``error`` step result.
+
+    Raises:
+        ValueError: ``max_attempts`` is below 1.
     """
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
@@ -94,6 +112,15 @@ def backoff_delay(attempt: int, base_delay: float, max_delay: float, retry_after
         1.5
         >>> 1.0 <= backoff_delay(3, base_delay=0.5, max_delay=20) <= 2.0
         True
+
+    Args:
+        attempt: The failed attempt's number, from 1.
+        base_delay: Seconds after the first attempt, before jitter.
+        max_delay: Seconds at most.
+        retry_after: The provider's hint in seconds, or None.
+
+    Returns:
+        Seconds to wait.
     """
     if retry_after is not None:
         return min(max(retry_after, 0.0), max_delay)

@@ -9,6 +9,8 @@
 - :mod:`~helix_dbos.observability.fleet`: gauges of the whole deployment, read from the
   database at scrape time.
 - :mod:`~helix_dbos.observability.exposition`: ``/metrics``.
+- :mod:`~helix_dbos.observability.switch`: whether this process observes at all (off:
+  the points make no span and record nothing).
 
 See docs/observability.md.
 """

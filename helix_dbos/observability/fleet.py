@@ -25,6 +25,7 @@ import psycopg
 
 from helix_dbos._database import libpq_url
 from helix_dbos._store.fleet import Fleet, read_fleet
+from helix_dbos.observability.switch import report_to_prometheus
 
 FRESH_SECONDS = 1.0
 """Figures read less than this long ago are served again rather than read anew."""
@@ -32,6 +33,7 @@ FRESH_SECONDS = 1.0
 LEASE_STATUSES = ("live", "draining", "dead", "released", "adopted")
 RUN_STATUSES = ("active", "awaiting_approval", "awaiting_client_tool")
 QUEUE_STATUSES = ("ENQUEUED", "PENDING")
+MEMORY_STATUSES = ("pending", "complete", "failed", "text_only")
 
 
 class FleetReader:
@@ -61,6 +63,7 @@ class FleetReader:
                     queues={(q, s): fleet.queues.get((q, s), 0) for q in self._queues for s in QUEUE_STATUSES},
                     leases=fleet.leases,
                     adopted_runs=fleet.adopted_runs,
+                    memories={status: fleet.memories.get(status, 0) for status in MEMORY_STATUSES},
                 )
                 self._read_at = time.monotonic()
             return self._fleet
@@ -84,6 +87,9 @@ def samples(fleet: Fleet) -> Iterator[tuple[str, str, dict[str, str], float]]:
         yield "helix_workers", "Worker leases by status.", {"status": status}, fleet.leases.get(status, 0)
     yield ("helix_worker_adopted_runs", "Runs handed back to their queues by the adoptions of leases on record.",
            {}, fleet.adopted_runs)
+    for status, count in fleet.memories.items():
+        yield ("helix_memories", "Agent memories by the state of their embedding in the active space"
+               " (text_only: no active embedding space).", {"status": status}, count)
 
 
 class FleetCollector:
@@ -128,8 +134,23 @@ def register_fleet_metrics(database_url: str, *, prometheus: bool = True, otel: 
     and with ``otel`` as OpenTelemetry observable gauges of the meter ``helix_dbos``
     (read through whatever ``MeterProvider`` the app installs, before or after this call).
     Each system reports a URL once: registering it again for the same system does nothing
-    more, so ``helix-dbos serve`` and the app may both call this."""
+    more, so ``helix-dbos serve`` and the app may both call this.
+
+    With ``prometheus``, this process's own work (runs, steps, model and tool calls) is
+    counted in that registry from now on too (:mod:`~helix_dbos.observability.metrics`).
+
+    Args:
+        database_url: The database whose fleet to report.
+        prometheus: Report through Prometheus's default registry (needs
+            ``prometheus-client``).
+        otel: Report as OpenTelemetry observable gauges.
+
+    Returns:
+        The reader of the figures, shared by both.
+    """
     reader = _readers.setdefault(database_url, FleetReader(database_url))
+    if prometheus:
+        report_to_prometheus()
     if prometheus and (database_url, "prometheus") not in _reported:
         from prometheus_client import REGISTRY
 

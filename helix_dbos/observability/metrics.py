@@ -5,7 +5,10 @@ Each figure is recorded twice, through the same call: into a ``prometheus_client
 instrument of the default registry (when ``prometheus-client`` is installed: the
 ``metrics`` and ``server`` extras), which ``/metrics`` of ``helix-dbos serve`` and
 ``helix-dbos worker`` exposes, and into an OpenTelemetry instrument of the meter
-``helix_dbos``, which costs nothing until the app installs a ``MeterProvider``.
+``helix_dbos``. Each system records only once it is on
+(:mod:`~helix_dbos.observability.switch`): ``prometheus_client`` once this process
+reports there (``register_fleet_metrics``, which ``helix-dbos serve`` and ``helix-dbos
+worker --metrics-port`` call), OpenTelemetry once the app installed a ``MeterProvider``.
 
 The OpenTelemetry names and units are chosen so that OpenTelemetry's Prometheus
 translation gives back the Prometheus names: ``helix.runs.started`` (unit ``{run}``) is
@@ -24,6 +27,8 @@ from __future__ import annotations
 from typing import Any
 
 from opentelemetry import metrics as otel_metrics
+
+from helix_dbos.observability.switch import SWITCH, refresh
 
 try:
     import prometheus_client as prom
@@ -47,9 +52,10 @@ class _Counter:
         self.labels = labels
 
     def add(self, amount: float, **labels: str) -> None:
-        if self.prom is not None:
+        if SWITCH.prometheus and self.prom is not None:
             self.prom.labels(**labels).inc(amount)
-        self.otel.add(amount, labels)
+        if SWITCH.otel_metrics:
+            self.otel.add(amount, labels)
 
 
 class _Histogram:
@@ -63,9 +69,10 @@ class _Histogram:
         )
 
     def observe(self, seconds: float, **labels: str) -> None:
-        if self.prom is not None:
+        if SWITCH.prometheus and self.prom is not None:
             self.prom.labels(**labels).observe(seconds)
-        self.otel.record(seconds, labels)
+        if SWITCH.otel_metrics:
+            self.otel.record(seconds, labels)
 
 
 RUNS_STARTED = _Counter("helix_runs_started", "Runs this process began (execute or resume).", ("agent",), "{run}")
@@ -77,6 +84,16 @@ STEP_SECONDS = _Histogram("helix_step_duration_seconds", "Agent steps this proce
 MODEL_SECONDS = _Histogram("helix_model_call_duration_seconds", "Model calls this process made.", ("model", "outcome"))
 TOOL_SECONDS = _Histogram("helix_tool_call_duration_seconds", "Tool calls this process ran.", ("tool", "outcome"))
 TOKENS = _Counter("helix_tokens", "Tokens of the model calls this process made.", ("model", "type"), unit="{token}")
+MCP_CALLS = _Counter(
+    "helix_mcp_calls", "MCP tool calls this process made, by server and outcome (ok or error).",
+    ("server", "outcome"), "{call}",
+)
+EMBEDDING_SECONDS = _Histogram(
+    "helix_embedding_duration_seconds", "Memory embeddings this process computed (agent memory).", ("model", "outcome")
+)
+EMBEDDING_FAILURES = _Counter(
+    "helix_embedding_failures", "Memory embedding attempts that failed in this process.", ("model",), "{attempt}"
+)
 COST = _Counter("helix_cost_usd", "Cost in US dollars of the model calls this process made.", ("model",), unit="{USD}")
 
 
@@ -85,6 +102,7 @@ def run_started(agent: str) -> None:
 
 
 def run_ended(agent: str, status: str) -> None:
+    refresh()  # an abort is counted by the process that ordered it, which may run nothing
     RUNS_ENDED.add(1, agent=agent, status=status)
 
 
@@ -106,3 +124,14 @@ def model_called(model: str, seconds: float, usage: Any | None, ok: bool) -> Non
 
 def tool_called(tool: str, seconds: float, ok: bool) -> None:
     TOOL_SECONDS.observe(seconds, tool=tool, outcome="ok" if ok else "error")
+
+
+def mcp_called(server: str, ok: bool) -> None:
+    MCP_CALLS.add(1, server=server, outcome="ok" if ok else "error")
+
+
+def embedded(model: str, seconds: float, ok: bool) -> None:
+    """One embedding attempt of a memory (``helix_dbos.memory.embedding``)."""
+    EMBEDDING_SECONDS.observe(seconds, model=model, outcome="ok" if ok else "error")
+    if not ok:
+        EMBEDDING_FAILURES.add(1, model=model)

@@ -20,6 +20,13 @@ the waiter's ``helix.wait`` span lasts until the answers are in (or their deadli
 passed); the continuation's run span starts with a ``helix.resumed`` event naming what
 each call got.
 
+**Off.** When nothing observes (no ``TracerProvider``, no ``MeterProvider``, no
+Prometheus reporting: :mod:`~helix_dbos.observability.switch`), a step, a model call, a
+tool call and a commit make no span and record nothing: each point hands back
+:data:`~helix_dbos.observability.switch.OFF`. A run still makes current the context its
+span would have had (its parent's), so the runs it starts carry the same
+``traceparent`` as with tracing on.
+
 **Content.** Messages, tool arguments and results are recorded only when
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` (the OpenTelemetry GenAI
 convention's opt-in): they may hold what users typed.
@@ -30,15 +37,17 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from helix_dbos.observability import metrics
+from helix_dbos.observability.switch import OFF, SWITCH, Off, refresh
 from helix_dbos.observability.tracing import (
     TRACER,
     current,
@@ -46,6 +55,7 @@ from helix_dbos.observability.tracing import (
     run_parent,
     session_span_context,
     start_span,
+    unrecorded_span,
 )
 from helix_dbos.observability.tracing import trace_parent as trace_parent  # companions' requests carry it
 
@@ -97,9 +107,25 @@ class RunObservation:
 _run: ContextVar[RunObservation | None] = ContextVar("helix_run_observation", default=None)
 
 
+def run(request: Any, first_execution: bool) -> AbstractContextManager[RunObservation | Off]:
+    """One execution of a run's workflow (``execute``/``resume``, or a continuation after a
+    wait). Whether this process observes is looked at again here (``switch.refresh``)."""
+    if not refresh().observing:
+        return _unobserved_run(request)
+    return _observed_run(request, first_execution)
+
+
 @contextmanager
-def run(request: Any, first_execution: bool) -> Iterator[RunObservation]:
-    """One execution of a run's workflow (``execute``/``resume``, or a continuation after a wait)."""
+def _unobserved_run(request: Any) -> Iterator[Off]:
+    """A run nothing observes: the context its span would have (the no-op tracer's span
+    is its parent's) is current while it runs, so children and DBOS see the same parent."""
+    parent, _ = run_parent(request.root_session_id or request.session_id, request.trace_parent)
+    with current(unrecorded_span(parent)):
+        yield OFF
+
+
+@contextmanager
+def _observed_run(request: Any, first_execution: bool) -> Iterator[RunObservation]:
     parked = request.parked
     if first_execution and parked is None:
         metrics.run_started(request.agent_name)
@@ -178,9 +204,13 @@ def _durable_key(kind: str, what: str) -> tuple[str, ...] | None:
     return None if run_observation is None else (kind, run_observation.workflow_id, what)
 
 
-@contextmanager
-def step(agent: str, step_no: int) -> Iterator[StepObservation]:
+def step(agent: str, step_no: int) -> AbstractContextManager[StepObservation | Off]:
     """One agent step of this execution: model call, tools, children, commit (or a park)."""
+    return _step_observed(agent, step_no) if SWITCH.observing else OFF
+
+
+@contextmanager
+def _step_observed(agent: str, step_no: int) -> Iterator[StepObservation]:
     span = start_span(f"agent_step {step_no}", _durable_key("step", str(step_no)), attributes={"helix.step": step_no})
     observation = StepObservation(span, agent)
     token = _step.set(observation)
@@ -229,9 +259,13 @@ class CommitObservation:
             run_observation.ended_here = True
 
 
-@contextmanager
-def commit(step_no: int, terminal: Any) -> Iterator[CommitObservation]:
+def commit(step_no: int, terminal: Any) -> AbstractContextManager[CommitObservation | Off]:
     """The step's commit transaction. Its span is dropped when the commit was made already."""
+    return _commit_observed(step_no, terminal) if SWITCH.observing else OFF
+
+
+@contextmanager
+def _commit_observed(step_no: int, terminal: Any) -> Iterator[CommitObservation]:
     span = TRACER.start_span("helix.commit", attributes={"helix.step": step_no})
     if terminal is not None and span.is_recording():
         span.set_attribute("helix.run.status", terminal.status)
@@ -244,10 +278,16 @@ def commit(step_no: int, terminal: Any) -> Iterator[CommitObservation]:
             span.end()
 
 
-@contextmanager
-def model_call(model: str, session_id: str, messages: Any = None) -> Iterator[Any]:
+def model_call(
+    model: str, session_id: str, messages: Any = None
+) -> AbstractContextManager[Callable[[Any, Any], None]]:
     """A model call that is made now (not replayed). Yields a function to call with the
     ``(StepResult, Usage)`` the model answered."""
+    return _model_call_observed(model, session_id, messages) if SWITCH.observing else OFF
+
+
+@contextmanager
+def _model_call_observed(model: str, session_id: str, messages: Any) -> Iterator[Callable[[Any, Any], None]]:
     span = TRACER.start_span(f"chat {model}", kind=SpanKind.CLIENT)
     if span.is_recording():
         span.set_attributes({
@@ -293,9 +333,13 @@ def model_call(model: str, session_id: str, messages: Any = None) -> Iterator[An
         metrics.model_called(model, time.perf_counter() - started, usage, ok)
 
 
-@contextmanager
-def tool_call(name: str, call_id: str, arguments: Any = None) -> Iterator[Any]:
+def tool_call(name: str, call_id: str, arguments: Any = None) -> AbstractContextManager[Callable[[Any], None]]:
     """A tool call whose body runs now. Yields a function to call with its ``ToolOutcome``."""
+    return _tool_call_observed(name, call_id, arguments) if SWITCH.observing else OFF
+
+
+@contextmanager
+def _tool_call_observed(name: str, call_id: str, arguments: Any) -> Iterator[Callable[[Any], None]]:
     span = TRACER.start_span(f"execute_tool {name}", attributes={
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id,
     })
@@ -310,7 +354,7 @@ def tool_call(name: str, call_id: str, arguments: Any = None) -> Iterator[Any]:
             return
         if not result.success:
             span.set_status(Status(StatusCode.ERROR, result.error))
-            span.set_attribute("error.type", "tool_error")
+            span.set_attribute("error.type", result.error_type or "tool_error")
         elif capture_content():
             span.set_attribute("gen_ai.tool.call.result", _json(result.result))
 
@@ -320,6 +364,42 @@ def tool_call(name: str, call_id: str, arguments: Any = None) -> Iterator[Any]:
     finally:
         span.end()
         metrics.tool_called(name, time.perf_counter() - started, bool(ended and ended[0]))
+
+
+UNKNOWN_TOOL = "(unknown)"
+"""The ``tool`` a call of a name the agent has no tool of is counted under (not the name
+the model made up, which would make a label value of anything)."""
+
+
+def tool_call_refused(name: str, call_id: str, error: str) -> None:
+    """A tool call that failed before its body ran (invalid arguments; an unknown tool,
+    ``name`` :data:`UNKNOWN_TOOL`): a failed ``execute_tool`` span, and a call counted
+    with ``outcome="error"`` that took no time."""
+    span = TRACER.start_span(f"execute_tool {name}", attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id,
+    })
+    if span.is_recording():
+        span.set_status(Status(StatusCode.ERROR, error))
+        span.set_attribute("error.type", "tool_error")
+    span.end()
+    metrics.tool_called(name, 0.0, False)
+
+
+@contextmanager
+def mcp_call(server: str) -> Iterator[None]:
+    """An MCP server's tool called from within its tool call (``tool_call``): names the
+    server on the tool's span (``helix.mcp.server``) and counts the call per server, as
+    an error when the block raises (the tool answered ``isError``, or the server could
+    not be reached)."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attribute("helix.mcp.server", server)
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        metrics.mcp_called(server, ok)
 
 
 @dataclass

@@ -68,6 +68,12 @@ def session_span_context(session_id: str) -> SpanContext:
 
         >>> format(session_span_context("s1").trace_id, "032x")
         'e8bc163c82eee18733288c7d4ac636db'
+
+    Args:
+        session_id: The session.
+
+    Returns:
+        A remote, sampled span context whose trace id is derived from the session id.
     """
     digest = hashlib.sha256(session_id.encode()).digest()
     return SpanContext(
@@ -107,6 +113,13 @@ def run_parent(trace_session_id: str, traceparent: str | None = None) -> tuple[o
     if trace.get_current_span(parent).get_span_context().trace_id != session.trace_id:
         links.append(Link(session))
     return parent, links
+
+
+def unrecorded_span(context: otel_context.Context) -> Span:
+    """The span the API's no-op tracer starts in ``context``: its current span when that
+    one records nothing, else a span of the same context that records nothing."""
+    span = trace.get_current_span(context)
+    return span if isinstance(span, NonRecordingSpan) else NonRecordingSpan(span.get_span_context())
 
 
 def stable_span_id(key: tuple[str, ...]) -> int:

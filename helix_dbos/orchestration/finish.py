@@ -21,15 +21,31 @@ from .messages import create_tool_result_message, unpaired_tool_call_ids
 from .plans import StepProcessingPlan
 
 FINISH_ACKNOWLEDGEMENT = {"acknowledged": True}
+"""The result a ``__finish__`` call gets in the transcript: a sentinel, not the output."""
 
 
 def synthesize_finish_tool_result(tool_call_id: str) -> ToolResultMessage:
-    """The synthetic result pairing a ``__finish__`` call: a fixed sentinel, not the output."""
+    """The synthetic result pairing a ``__finish__`` call: a fixed sentinel, not the output.
+
+    Args:
+        tool_call_id: The ``__finish__`` call's id.
+
+    Returns:
+        The tool result message.
+    """
     return create_tool_result_message(tool_call_id, FINISH_TOOL_NAME, FINISH_ACKNOWLEDGEMENT)
 
 
 def synthesize_skipped_tool_result(tool_call_id: str, tool_name: str) -> ToolResultMessage:
-    """The error result of a call that did not run because ``__finish__`` ended the step."""
+    """The error result of a call that did not run because ``__finish__`` ended the step.
+
+    Args:
+        tool_call_id: The skipped call's id.
+        tool_name: Its tool's name.
+
+    Returns:
+        The error result message.
+    """
     return create_tool_result_message(
         tool_call_id,
         tool_name,
@@ -43,14 +59,21 @@ def synthesize_step_tool_results(plan: StepProcessingPlan) -> list[ToolResultMes
     the ``__finish__`` acknowledgement, the skipped calls beside it, and the errors of
     rejected ``__finish__`` calls. Results of executed tools come from the runtime.
 
-    >>> from helix_dbos.types import ToolCallsStepResult, ParsedToolCall
-    >>> from helix_dbos.orchestration.step_processing import plan_step_processing
-    >>> plan = plan_step_processing(ToolCallsStepResult(tool_calls=[
-    ...     ParsedToolCall(id="t1", name="search", arguments={}),
-    ...     ParsedToolCall(id="t2", name="__finish__", arguments={"done": True}),
-    ... ]))
-    >>> [(m.tool_call_id, m.is_error) for m in synthesize_step_tool_results(plan)]
-    [('t1', True), ('t2', False)]
+    Args:
+        plan: The step's plan, from :func:`plan_step_processing`.
+
+    Returns:
+        The results, in tool-call order.
+
+    Examples:
+        >>> from helix_dbos.types import ToolCallsStepResult, ParsedToolCall
+        >>> from helix_dbos.orchestration.step_processing import plan_step_processing
+        >>> plan = plan_step_processing(ToolCallsStepResult(tool_calls=[
+        ...     ParsedToolCall(id="t1", name="search", arguments={}),
+        ...     ParsedToolCall(id="t2", name="__finish__", arguments={"done": True}),
+        ... ]))
+        >>> [(m.tool_call_id, m.is_error) for m in synthesize_step_tool_results(plan)]
+        [('t1', True), ('t2', False)]
     """
     results: dict[str, ToolResultMessage] = {}
     if plan.finish_tool_call_id is not None:
@@ -75,7 +98,14 @@ def _call_order(plan: StepProcessingPlan) -> dict[str, int]:
 
 
 def find_unpaired_finish_call_id(messages: Sequence[Message]) -> str | None:
-    """The id of the first ``__finish__`` call with no tool result, or ``None``."""
+    """The id of the first ``__finish__`` call with no tool result, or ``None``.
+
+    Args:
+        messages: A transcript.
+
+    Returns:
+        The call's id, or None.
+    """
     unpaired = set(unpaired_tool_call_ids(messages))
     for call_id in _finish_call_ids(messages):
         if call_id in unpaired:
@@ -88,6 +118,12 @@ def heal_unpaired_finish(messages: Sequence[Message]) -> list[Message]:
 
     The synthetic result goes right after the assistant message's own tool results.
     A no-op (returning an equal copy) for histories written by current code.
+
+    Args:
+        messages: A transcript.
+
+    Returns:
+        The transcript with a result for every ``__finish__`` call.
     """
     unpaired = set(unpaired_tool_call_ids(messages)) & set(_finish_call_ids(messages))
     healed: list[Message] = []

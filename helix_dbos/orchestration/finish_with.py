@@ -47,6 +47,14 @@ class ToolCallOutcome:
     ``output`` is the tool's JSON output when it succeeded (``error is None``); ``error``
     is the error text sent to the model when it did not. ``transform`` maps a winning
     finishWith output to the agent output (``None``: the output is used as is).
+
+    Attributes:
+        tool_call_id: The call's id.
+        tool_name: Its tool's name.
+        finish_with: The tool is a finishWith tool.
+        output: The JSON output, when the call succeeded.
+        error: The error text, when it failed.
+        transform: Maps a winning output to the agent's output, or None.
     """
 
     tool_call_id: str
@@ -63,7 +71,15 @@ class ToolCallOutcome:
 
 class FinishWithResolution(BaseModel):
     """``continue`` (no finishWith call succeeded), ``completed`` with ``output``, or
-    ``failed`` with ``error`` (the winner's transform raised)."""
+    ``failed`` with ``error`` (the winner's transform raised).
+
+    Attributes:
+        status: ``continue``, ``completed`` or ``failed``.
+        output: The agent's output, when completed.
+        error: The transform's error, when failed.
+        tool_call_id: The winning call's id, or None.
+        tool_name: The winning call's tool, or None.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -82,6 +98,13 @@ def resolve_finish_with(
     With ``output_schema``, the winning output is validated against the agent's output
     schema; output that does not conform is passed through with a warning,
     since the tool's side effects have already happened.
+
+    Args:
+        outcomes: How each executed call of the step ended, in tool-call order.
+        output_schema: The agent's output schema, or None.
+
+    Returns:
+        ``continue``, ``completed`` with the output, or ``failed`` with the error.
     """
     winner = next((o for o in outcomes if o.finish_with and o.succeeded), None)
     if winner is None:

@@ -22,7 +22,14 @@ class _Plan(BaseModel):
 
 
 class AssistantMessagePlan(_Plan):
-    """What the assistant message of a step holds (see ``create_assistant_message``)."""
+    """What the assistant message of a step holds (see ``create_assistant_message``).
+
+    Attributes:
+        content: The model's text, or None.
+        tool_calls: The tool calls.
+        sub_agent_calls: The sub-agent calls, stored after the tool calls.
+        thinking: The model's reasoning, or None.
+    """
 
     content: str | None = None
     tool_calls: list[ParsedToolCall] = Field(default_factory=list)
@@ -31,7 +38,13 @@ class AssistantMessagePlan(_Plan):
 
 
 class StatusUpdatePlan(_Plan):
-    """A session status change: ``completed`` with ``output`` or ``failed`` with ``error``."""
+    """A session status change: ``completed`` with ``output`` or ``failed`` with ``error``.
+
+    Attributes:
+        status: ``completed`` or ``failed``.
+        output: The agent's output, when completed.
+        error: Why, when failed.
+    """
 
     status: Literal["completed", "failed"]
     output: Any = None
@@ -39,7 +52,12 @@ class StatusUpdatePlan(_Plan):
 
 
 class FinishToolError(_Plan):
-    """A rejected ``__finish__`` call; ``error`` is fed back to the model as its tool result."""
+    """A rejected ``__finish__`` call; ``error`` is fed back to the model as its tool result.
+
+    Attributes:
+        tool_call_id: The rejected call's id.
+        error: What was wrong with its output.
+    """
 
     tool_call_id: str
     error: str
@@ -55,6 +73,18 @@ class StepProcessingPlan(_Plan):
       run (sub-agent calls in their stored ``subagent__<type>`` form); each still needs a
       result.
     - ``finish_errors``: rejected ``__finish__`` calls (invalid output); not terminal.
+
+    Attributes:
+        assistant_message_plan: The assistant message to append, or None.
+        pending_tool_calls: The tool calls to run, in call order.
+        pending_sub_agent_calls: The sub-agent calls to run, in call order.
+        status_update: The session's new status, when the step ends the run.
+        is_terminal: The step ends the run.
+        output: The agent's output, when the step completes it.
+        stop_reason: Why the model stopped.
+        finish_tool_call_id: The ``__finish__`` call that completed the agent, or None.
+        skipped_tool_calls: Calls beside a successful ``__finish__`` that will not run.
+        finish_errors: Rejected ``__finish__`` calls.
     """
 
     assistant_message_plan: AssistantMessagePlan | None

@@ -22,8 +22,16 @@ SystemPrompt = str | Callable[[Any], str]
 def resolve_system_prompt(system_prompt: SystemPrompt, custom_state: Any) -> str:
     """The prompt text: ``system_prompt`` itself, or ``system_prompt(custom_state)``.
 
-    >>> resolve_system_prompt(lambda state: f"Hi {state['name']}", {"name": "Ada"})
-    'Hi Ada'
+    Args:
+        system_prompt: Text, or a function of the custom state returning it.
+        custom_state: The session's custom state.
+
+    Returns:
+        The prompt's text.
+
+    Examples:
+        >>> resolve_system_prompt(lambda state: f"Hi {state['name']}", {"name": "Ada"})
+        'Hi Ada'
     """
     if isinstance(system_prompt, str):
         return system_prompt
@@ -31,7 +39,14 @@ def resolve_system_prompt(system_prompt: SystemPrompt, custom_state: Any) -> str
 
 
 def output_requirement_section(finish_tool_name: str) -> str:
-    """The "## Output Requirement" section naming the tool that completes the task."""
+    """The "## Output Requirement" section naming the tool that completes the task.
+
+    Args:
+        finish_tool_name: The tool the model must call to complete.
+
+    Returns:
+        The section's Markdown text.
+    """
     return (
         "## Output Requirement\n"
         "This task requires structured output. You MUST complete your work by calling\n"
@@ -44,10 +59,18 @@ def output_requirement_section(finish_tool_name: str) -> str:
 def with_output_requirement(prompt: str, finish_tool_name: str | None) -> str:
     """``prompt`` followed by the output requirement section, when there is a finish tool.
 
-    >>> with_output_requirement("Be brief.", None)
-    'Be brief.'
-    >>> with_output_requirement("Be brief.", "__finish__").splitlines()[:3]
-    ['Be brief.', '', '## Output Requirement']
+    Args:
+        prompt: The system prompt's text.
+        finish_tool_name: The tool the model must call to complete, or None.
+
+    Returns:
+        The prompt, with the section when there is a finish tool.
+
+    Examples:
+        >>> with_output_requirement("Be brief.", None)
+        'Be brief.'
+        >>> with_output_requirement("Be brief.", "__finish__").splitlines()[:3]
+        ['Be brief.', '', '## Output Requirement']
     """
     if finish_tool_name is None:
         return prompt
@@ -59,8 +82,15 @@ def max_tokens_recovery_message(finish_tool_name: str = FINISH_TOOL_NAME) -> Use
     """The correction sent after a ``max_tokens`` stop when the agent must produce
     structured output: do not write long text, call the completion tool directly.
 
-    >>> "`__finish__`" in max_tokens_recovery_message().content
-    True
+    Args:
+        finish_tool_name: The tool the model must call to complete.
+
+    Returns:
+        The user message to send.
+
+    Examples:
+        >>> "`__finish__`" in max_tokens_recovery_message().content
+        True
     """
     return UserMessage(
         content=(

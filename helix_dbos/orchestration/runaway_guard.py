@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from helix_dbos.types import ToolResultMessage
 
 MAX_SAME_TOOL_ERRORS = 3
+"""Consecutive steps on which one tool may fail before the loop stops (:class:`RunawayGuard`)."""
 
 
 class RunawayGuard(BaseModel):
@@ -29,6 +30,10 @@ class RunawayGuard(BaseModel):
     Counting is per step: several failing calls of one tool in the same step count once.
     A step in which the tool succeeded at least once resets its counter; a step that does
     not call the tool leaves the counter as it is.
+
+    Attributes:
+        max_same_tool_errors: Consecutive failing steps of one tool that stop the loop.
+        error_counts: The consecutive failing steps so far, by tool name.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -38,7 +43,14 @@ class RunawayGuard(BaseModel):
 
     def record_step(self, results: Iterable[ToolResultMessage]) -> str | None:
         """Record one step's tool results; return the name of a tool that has now failed
-        on ``max_same_tool_errors`` consecutive steps (stop the loop), else ``None``."""
+        on ``max_same_tool_errors`` consecutive steps (stop the loop), else ``None``.
+
+        Args:
+            results: The step's tool result messages.
+
+        Returns:
+            The tool's name, or None.
+        """
         failed: set[str] = set()
         succeeded: set[str] = set()
         for result in results:

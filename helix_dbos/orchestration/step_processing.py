@@ -48,6 +48,13 @@ def plan_step_processing(
 
     ``output_schema`` validates ``__finish__`` arguments (and, best effort, native
     structured output). Without it, ``__finish__`` arguments are the output as given.
+
+    Args:
+        step_result: What the model answered.
+        output_schema: The agent's output schema, or None.
+
+    Returns:
+        The plan: the assistant message, the calls to run, the status update.
     """
     if isinstance(step_result, TextStepResult):
         return _plan_text(step_result)

@@ -26,7 +26,13 @@ from helix_dbos.types import SUB_AGENT_TOOL_PREFIX, StepResult, ToolCallsStepRes
 @dataclass(frozen=True)
 class StopInfo:
     """The loop state a stop condition sees, all of one run (one turn of a session, or
-    the run a resume starts): its steps so far, their count, their LLM usage summed."""
+    the run a resume starts): its steps so far, their count, their LLM usage summed.
+
+    Attributes:
+        steps: The run's steps so far.
+        step_count: How many there are.
+        usage: Their model usage, summed.
+    """
 
     steps: Sequence[StepResult]
     step_count: int
@@ -38,7 +44,14 @@ StopCondition = Callable[[StopInfo], bool | Awaitable[bool]]
 
 
 def step_count_is(count: int) -> StopCondition:
-    """Stop once ``count`` steps have run."""
+    """Stop once ``count`` steps have run.
+
+    Args:
+        count: Steps of the run.
+
+    Returns:
+        The stop condition.
+    """
 
     def condition(info: StopInfo) -> bool:
         return info.step_count >= count
@@ -47,7 +60,14 @@ def step_count_is(count: int) -> StopCondition:
 
 
 def has_tool_call(tool_name: str) -> StopCondition:
-    """Stop once the latest step called ``tool_name`` (sub-agents as ``subagent__<type>``)."""
+    """Stop once the latest step called ``tool_name`` (sub-agents as ``subagent__<type>``).
+
+    Args:
+        tool_name: The tool's name.
+
+    Returns:
+        The stop condition.
+    """
 
     def condition(info: StopInfo) -> bool:
         if not info.steps or not isinstance(info.steps[-1], ToolCallsStepResult):
@@ -61,7 +81,14 @@ def has_tool_call(tool_name: str) -> StopCondition:
 
 
 def total_tokens_exceed(max_tokens: int) -> StopCondition:
-    """Stop once the run has used more than ``max_tokens`` tokens in total."""
+    """Stop once the run has used more than ``max_tokens`` tokens in total.
+
+    Args:
+        max_tokens: Tokens of the run, input and output.
+
+    Returns:
+        The stop condition.
+    """
 
     def condition(info: StopInfo) -> bool:
         return info.usage.total_tokens > max_tokens
@@ -70,7 +97,14 @@ def total_tokens_exceed(max_tokens: int) -> StopCondition:
 
 
 def cost_exceeds(max_usd: float) -> StopCondition:
-    """Stop once the run's known cost is more than ``max_usd`` (unknown cost never stops)."""
+    """Stop once the run's known cost is more than ``max_usd`` (unknown cost never stops).
+
+    Args:
+        max_usd: US dollars.
+
+    Returns:
+        The stop condition.
+    """
 
     def condition(info: StopInfo) -> bool:
         return info.usage.cost_usd is not None and info.usage.cost_usd > max_usd
@@ -82,7 +116,15 @@ def compile_stop_conditions(
     max_steps: int, stop_when: StopCondition | Sequence[StopCondition] | None = None
 ) -> Callable[[StopInfo], Coroutine[Any, Any, bool]]:
     """One async predicate: ``step_count >= max_steps`` OR any of ``stop_when``
-    (evaluated in order, stopping at the first that holds)."""
+    (evaluated in order, stopping at the first that holds).
+
+    Args:
+        max_steps: Steps a run may take at most.
+        stop_when: One stop condition, a list, or None.
+
+    Returns:
+        The predicate.
+    """
     conditions = [step_count_is(max_steps), *as_stop_condition_list(stop_when)]
 
     async def should_stop(info: StopInfo) -> bool:
@@ -100,7 +142,14 @@ def compile_stop_conditions(
 def as_stop_condition_list(
     stop_when: StopCondition | Sequence[StopCondition] | None,
 ) -> list[StopCondition]:
-    """``stop_when`` as a list: ``None`` is empty, one condition becomes a list of one."""
+    """``stop_when`` as a list: ``None`` is empty, one condition becomes a list of one.
+
+    Args:
+        stop_when: One stop condition, a list, or None.
+
+    Returns:
+        The list.
+    """
     if stop_when is None:
         return []
     if callable(stop_when):

@@ -26,14 +26,21 @@ logger = logging.getLogger("helix_dbos")
 def format_validation_error(error: ValidationError) -> str:
     """One line per pydantic error, ``- <location>: <message>``.
 
-    >>> from pydantic import BaseModel
-    >>> class In(BaseModel):
-    ...     query: str
-    >>> try:
-    ...     In.model_validate({})
-    ... except ValidationError as e:
-    ...     print(format_validation_error(e))
-    - query: Field required
+    Args:
+        error: The pydantic error.
+
+    Returns:
+        The lines.
+
+    Examples:
+        >>> from pydantic import BaseModel
+        >>> class In(BaseModel):
+        ...     query: str
+        >>> try:
+        ...     In.model_validate({})
+        ... except ValidationError as e:
+        ...     print(format_validation_error(e))
+        - query: Field required
     """
     lines = []
     for issue in error.errors(include_url=False):
@@ -45,8 +52,17 @@ def format_validation_error(error: ValidationError) -> str:
 def to_json_value(value: Any) -> Any:
     """``value`` as plain JSON data (pydantic models dumped by alias, dates as ISO strings).
 
-    Raises ``ValueError`` for what JSON cannot hold (NaN, Infinity), so a tool's bad output
-    becomes its error result instead of a transcript that is not valid JSON.
+    What JSON cannot hold is refused, so a tool's bad output becomes its error result
+    instead of a transcript that is not valid JSON.
+
+    Args:
+        value: Any value of JSON data, pydantic models, dates and the like.
+
+    Returns:
+        The JSON data.
+
+    Raises:
+        ValueError: ``value`` holds what JSON cannot (NaN, Infinity).
     """
     data = to_jsonable_python(value)
     try:
@@ -59,7 +75,15 @@ def to_json_value(value: Any) -> Any:
 def validate_output(value: Any, schema: type[BaseModel]) -> Any:
     """Validate ``value`` against ``schema`` and return it as JSON data.
 
-    Raises :class:`pydantic.ValidationError` when it does not conform.
+    Args:
+        value: The output.
+        schema: The pydantic model it must conform to.
+
+    Returns:
+        The validated output as JSON data.
+
+    Raises:
+        pydantic.ValidationError: ``value`` does not conform.
     """
     return to_json_value(schema.model_validate(value))
 
@@ -70,6 +94,14 @@ def conform_output(value: Any, schema: type[BaseModel] | None, *, source: str) -
     A native structured output or a finishWith tool's (transformed) output that fails
     ``schema`` is passed through unchanged with a loud warning listing the issues,
     instead of being silently accepted.
+
+    Args:
+        value: The output.
+        schema: The agent's output schema, or None.
+        source: What produced it, named in the warning.
+
+    Returns:
+        The validated output as JSON data, or ``value`` unchanged when it does not conform.
     """
     json_value = to_json_value(value)
     if schema is None:

@@ -31,7 +31,6 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dbos import DBOS
 from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -42,10 +41,11 @@ from helix_dbos._client.executor import DBOSAgentExecutor
 from helix_dbos._client.live import CAUGHT_UP, IDLE, LiveStreams
 from helix_dbos._client.notifications import Subscription
 from helix_dbos._deltas import DeltaRecord
-from helix_dbos._durable.payloads import run_workflow_id
-from helix_dbos.errors import AgentNotRegisteredError, SessionNotFoundError, ToolCallNotPendingError
+from helix_dbos.errors import AgentNotRegisteredError, ToolCallNotPendingError
 from helix_dbos.server.bodies import AbortBody, SubmitBody
 from helix_dbos.server.chat_request import ChatRequest, answered_calls, answers, user_text
+from helix_dbos.server.access import access, owner_of, principal
+from helix_dbos.server.json_body import read_json
 from helix_dbos.server.problems import problem
 from helix_dbos.sse import KEEPALIVE
 from helix_dbos._store import async_reads
@@ -72,10 +72,7 @@ def _executor(request: Request) -> DBOSAgentExecutor:
 
 async def chat(request: Request) -> Response:
     """``POST /chat``."""
-    try:
-        data = await request.json()
-    except ValueError:
-        data = None
+    data = await read_json(request)
     body = ChatRequest.model_validate(data)
     require_storable("session_id", body.id)
     if body.trigger == "regenerate-message":
@@ -94,6 +91,8 @@ async def _next_turn(request: Request, body: ChatRequest, text: str) -> Response
     executor = _executor(request)
     live = executor.live()
     session = await live.session_row(body.id)
+    if session is not None:
+        await access(request).session(request, live, body.id, "write")
     agent = session.agent_name if session is not None else body.agent or request.app.state.chat_agent
     if agent is None:
         return problem(422, "invalid_request", "say which agent runs this chat ('agent'), or give the server a chat_agent")
@@ -101,7 +100,8 @@ async def _next_turn(request: Request, body: ChatRequest, text: str) -> Response
     try:
         subscription = await stack.enter_async_context(live.notifications.subscribe(body.id, deltas=True))
         state = await _latest_state(live, body.id) if session is not None else _initial_state(executor, agent)
-        handle = await executor.execute_async(agent, text, body.id)
+        owner = None if session is not None else owner_of(principal(request))
+        handle = await executor.execute_async(agent, text, body.id, owner=owner)
     except BaseException:
         await stack.aclose()
         raise
@@ -114,9 +114,7 @@ async def _answer(request: Request, body: ChatRequest, message: dict[str, Any]) 
     """Record the answers the message holds, then continue the message from its pause."""
     executor = _executor(request)
     live = executor.live()
-    session = await live.session_row(body.id)
-    if session is None:
-        raise SessionNotFoundError(f"no session {body.id!r}")
+    session = await access(request).session(request, live, body.id, "answer")
     run = await _run_of(executor, live, body.id, session.run_count)
     committed = await _events(live, body.id, run.start_seq)
     probe = _message(executor, body.id, run)
@@ -142,18 +140,12 @@ async def _answer(request: Request, body: ChatRequest, message: dict[str, Any]) 
 async def resume_stream(request: Request) -> Response:
     """``GET /chat/{session_id}/stream``: the current run's message, or 204."""
     session_id = request.path_params["session_id"]
-    require_storable("session_id", session_id)
     executor = _executor(request)
     live = executor.live()
-    session = await live.session_row(session_id)
-    if session is None and not await _first_run_pending(session_id):
+    session = await access(request).find(request, live, session_id, "read")
+    if session is None or session.status not in ACTIVE_STATUSES:
         return Response(status_code=204)
-    if session is not None and session.status not in ACTIVE_STATUSES:
-        return Response(status_code=204)
-    if session is None:
-        run = _Run(run=1, start_seq=0, state=None, waiting={})
-    else:
-        run = await _run_of(executor, live, session_id, session.run_count)
+    run = await _run_of(executor, live, session_id, session.run_count)
     stack = contextlib.AsyncExitStack()
     subscription = await stack.enter_async_context(live.notifications.subscribe(session_id, deltas=True))
     return _stream(_frames(request, live, _message(executor, session_id, run), run.start_seq, subscription, stack))
@@ -165,29 +157,29 @@ async def stop(request: Request) -> Response:
 
 
 async def abort(request: Request) -> Response:
-    try:
-        data = await request.json()
-    except ValueError:
-        data = {}
+    data = await read_json(request)
+    if data is not None and not isinstance(data, dict):
+        return problem(422, "invalid_request", "the body must be a JSON object, such as {\"reason\": \"...\"}")
     reason = AbortBody.model_validate({**(data or {}), "session_id": request.path_params["session_id"]}).reason
     return await _abort(request, reason)
 
 
 async def interrupt(request: Request) -> Response:
     session_id = request.path_params["session_id"]
-    if not await _executor(request).interrupt_async(session_id):
+    executor = _executor(request)
+    await access(request).session(request, executor.live(), session_id, "stop")
+    if not await executor.interrupt_async(session_id):
         return problem(409, "not_running", f"session {session_id!r} has no run in progress")
     return JSONResponse({"session_id": session_id, "interrupt_requested": True})
 
 
 async def submit_tool_result(request: Request) -> Response:
     session_id = request.path_params["session_id"]
-    try:
-        data = await request.json()
-    except ValueError:
-        data = None
+    data = await read_json(request)
     body = SubmitBody.model_validate({**(data if isinstance(data, dict) else {}), "session_id": session_id})
-    outcome = await asyncio.to_thread(_executor(request).submit_tool_result, session_id, body.answer(_approver(request)))
+    executor = _executor(request)
+    await access(request).session(request, executor.live(), session_id, "answer")
+    outcome = await asyncio.to_thread(executor.submit_tool_result, session_id, body.answer(_approver(request)))
     if outcome.status == "already_answered":
         return problem(409, "already_answered", f"tool call {body.tool_call_id!r} was already answered",
                        outcome=outcome.model_dump(mode="json"))
@@ -196,7 +188,9 @@ async def submit_tool_result(request: Request) -> Response:
 
 async def _abort(request: Request, reason: str) -> Response:
     session_id = request.path_params["session_id"]
-    if not await asyncio.to_thread(_executor(request).abort, session_id, reason):
+    executor = _executor(request)
+    await access(request).session(request, executor.live(), session_id, "stop")
+    if not await asyncio.to_thread(executor.abort, session_id, reason):
         return problem(409, "not_running", f"session {session_id!r} has no run in progress")
     return JSONResponse({"session_id": session_id, "aborted": True})
 
@@ -296,15 +290,8 @@ async def _latest_state(live: LiveStreams, session_id: str) -> Any:
     return await live.with_connection(lambda conn: async_reads.load_state(conn, session_id))
 
 
-async def _first_run_pending(session_id: str) -> bool:
-    """The session's first run was started and has not written the session row yet."""
-    status = await DBOS.get_workflow_status_async(run_workflow_id(session_id, 1))
-    return status is not None and status.status in ("PENDING", "ENQUEUED")
-
-
 def _approver(request: Request) -> str | None:
-    principal = getattr(request.state, "principal", None)
-    return None if principal is None else str(principal)
+    return owner_of(principal(request))
 
 
 CHAT_ROUTES = [

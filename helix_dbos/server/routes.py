@@ -4,7 +4,10 @@ reads or asks goes through the database (and DBOS), not through in-memory handle
 
 ``/start``, ``/resume``, ``/status``, ``GET /sessions``, ``GET /sessions/{id}`` and
 ``/interrupt`` are native async (``execute_async``, ``resume_async``, ``interrupt_async``,
-reads over the process's async pool): they answer while Starlette's thread pool is full.
+reads over the process's async pool; a start's claim of its run is one transaction in a
+thread of asyncio's executor): they answer while Starlette's thread pool is full. Each
+route acts on a session only when the server's ``authorize`` allows it
+(``server/access.py``): what the caller may not see answers as what does not exist.
 ``/abort`` and ``/submit-tool-result`` run their command in that thread pool: an answer
 and its message to the workflow commit in one transaction, which only DBOS's
 synchronous client can do, and an abort is the one implementation the executor, the CLI
@@ -19,9 +22,8 @@ with ``follow``, until the client goes away).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from dbos import DBOS
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -32,8 +34,7 @@ from helix_dbos._client import commands
 from helix_dbos._client.executor import DBOSAgentExecutor
 from helix_dbos._client.live import IDLE, LiveStreams
 from helix_dbos._deltas import DeltaRecord
-from helix_dbos._durable.payloads import run_workflow_id
-from helix_dbos.errors import SessionNotFoundError
+from helix_dbos._store.records import SessionRecord
 from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos.server.bodies import (
     AbortBody,
@@ -45,6 +46,8 @@ from helix_dbos.server.bodies import (
     StartBody,
     SubmitBody,
 )
+from helix_dbos.server.access import NOBODY, access, owner_of, principal
+from helix_dbos.server.json_body import read_json
 from helix_dbos.server.problems import problem
 from helix_dbos.sse import KEEPALIVE, encode, resume_from
 from helix_dbos._text import require_storable
@@ -52,12 +55,14 @@ from helix_dbos.types import ACTIVE_STATUSES
 
 B = TypeVar("B", bound=BaseModel)
 
-STARTING = "starting"
-"""``GET /status`` of a session whose first run was started and has not begun yet (it is
-enqueued, or a worker is about to claim it): the session row does not exist yet."""
-
 _LISTING = {"messages", "state", "pending"}
 """Left out of a session row in lists (``GET /sessions/{id}`` has them)."""
+
+
+def session_json(row: SessionRecord) -> dict[str, Any]:
+    """A session row as the routes answer it: ``session_id``, and for one release its old
+    name ``id`` beside it (deprecated)."""
+    return {**row.model_dump(mode="json", exclude=_LISTING), "id": row.session_id}
 
 
 def _executor(request: Request) -> DBOSAgentExecutor:
@@ -65,16 +70,11 @@ def _executor(request: Request) -> DBOSAgentExecutor:
 
 
 def _approver(request: Request) -> str | None:
-    principal = getattr(request.state, "principal", None)
-    return None if principal is None else str(principal)
+    return owner_of(principal(request))
 
 
 async def _body(request: Request, model: type[B]) -> B:
-    try:
-        data = await request.json()
-    except ValueError:
-        data = None  # the model says what is missing
-    return model.model_validate(data)
+    return model.model_validate(await read_json(request))
 
 
 def _query(request: Request, model: type[B]) -> B:
@@ -83,37 +83,59 @@ def _query(request: Request, model: type[B]) -> B:
 
 async def start(request: Request) -> Response:
     body = await _body(request, StartBody)
-    handle = await _executor(request).execute_async(body.agent, body.input, body.session_id, body.queue)
+    executor = _executor(request)
+    handle = await executor.execute_async(
+        body.agent, body.input, body.session_id, body.queue, owner=await continued_owner(request, body.session_id)
+    )
     return JSONResponse({"session_id": handle.session_id, "run": handle.run, "workflow_id": handle.workflow_id}, 202)
+
+
+async def continued_owner(request: Request, session_id: str | None) -> str | None:
+    """The ``owner`` for a start of ``session_id``: the principal's, for a new session;
+    None for one the principal may continue (``write``: its owner stays); an existing
+    session the principal may not continue is not found."""
+    if session_id is not None:
+        live = _executor(request).live()
+        require_storable("session_id", session_id)
+        session = await live.session_row(session_id)
+        if session is not None:
+            await access(request).session(request, live, session_id, "write")
+            return None
+    return owner_of(principal(request))
 
 
 async def resume(request: Request) -> Response:
     body = await _body(request, ResumeBody)
     executor = _executor(request)
-    require_storable("session_id", body.session_id)
-    agent = body.agent or commands.found_session(await executor.live().session_row(body.session_id), body.session_id).agent_name
-    handle = await executor.resume_async(agent, body.session_id)
+    session = await access(request).session(request, executor.live(), body.session_id, "write")
+    handle = await executor.resume_async(body.agent or session.agent_name, body.session_id)
     return JSONResponse({"session_id": handle.session_id, "run": handle.run, "workflow_id": handle.workflow_id}, 202)
 
 
 async def interrupt(request: Request) -> Response:
     body = await _body(request, SessionBody)
-    if not await _executor(request).interrupt_async(body.session_id):
+    executor = _executor(request)
+    await access(request).session(request, executor.live(), body.session_id, "stop")
+    if not await executor.interrupt_async(body.session_id):
         return problem(409, "not_running", f"session {body.session_id!r} has no run in progress")
     return JSONResponse({"session_id": body.session_id, "interrupt_requested": True})
 
 
 async def abort(request: Request) -> Response:
     body = await _body(request, AbortBody)
-    if not await run_in_threadpool(_executor(request).abort, body.session_id, body.reason):
+    executor = _executor(request)
+    await access(request).session(request, executor.live(), body.session_id, "stop")
+    if not await run_in_threadpool(executor.abort, body.session_id, body.reason):
         return problem(409, "not_running", f"session {body.session_id!r} has no run in progress")
     return JSONResponse({"session_id": body.session_id, "aborted": True})
 
 
 async def submit_tool_result(request: Request) -> Response:
     body = await _body(request, SubmitBody)
+    executor = _executor(request)
+    await access(request).session(request, executor.live(), body.session_id, "answer")
     answer = body.answer(_approver(request))
-    outcome = await run_in_threadpool(_executor(request).submit_tool_result, body.session_id, answer)
+    outcome = await run_in_threadpool(executor.submit_tool_result, body.session_id, answer)
     if outcome.status == "already_answered":
         return problem(409, "already_answered", f"tool call {body.tool_call_id!r} was already answered",
                        outcome=outcome.model_dump(mode="json"))
@@ -123,14 +145,10 @@ async def submit_tool_result(request: Request) -> Response:
 async def status(request: Request) -> Response:
     query = _query(request, SessionQuery)
     live = _executor(request).live()
-    require_storable("session_id", query.session_id)
-    session = await live.session_row(query.session_id)
-    if session is None:
-        await require_known(live, query.session_id)  # its first run was started
-        return JSONResponse({"id": query.session_id, "status": STARTING, "current_run": None, "pending": []})
+    session = await access(request).session(request, live, query.session_id, "read")
     runs, pending = await live.runs_and_pending(query.session_id)
     return JSONResponse({
-        **session.model_dump(mode="json", exclude=_LISTING),
+        **session_json(session),
         "current_run": runs[-1].model_dump(mode="json") if runs else None,
         "pending": [call.model_dump(mode="json") for call in pending],
     })
@@ -139,22 +157,30 @@ async def status(request: Request) -> Response:
 async def list_sessions(request: Request) -> Response:
     query = _query(request, SessionsQuery)
     require_storable("status", query.status)
-    rows = await _executor(request).live().sessions(limit=query.limit, status=query.status)
-    return JSONResponse([row.model_dump(mode="json", exclude=_LISTING) for row in rows])
+    owner = await access(request).list_owner(request)
+    if owner is NOBODY:
+        return JSONResponse([])
+    rows = await _executor(request).live().sessions(limit=query.limit, status=query.status, owner=owner or None)
+    return JSONResponse([session_json(row) for row in rows])
 
 
 async def get_session(request: Request) -> Response:
     session_id = request.path_params["session_id"]
     live = _executor(request).live()
+    await access(request).session(request, live, session_id, "read")
     detail = await live.with_connection(lambda conn: commands.session_detail_async(conn, session_id))
-    return JSONResponse(detail.model_dump(mode="json"))
+    body = detail.model_dump(mode="json")
+    body["session"]["id"] = detail.session.session_id
+    for child, row in zip(body["children"], detail.children):
+        child["id"] = row.session_id
+    return JSONResponse(body)
 
 
 async def sse(request: Request) -> Response:
     query = _query(request, SseQuery)
     from_seq = resume_from(request.headers.get("last-event-id") or query.last_event_id)
     live = _executor(request).live()
-    await require_known(live, query.session_id)  # 404 before the stream starts
+    await access(request).session(request, live, query.session_id, "read")  # 404 before the stream starts
     frames = sse_frames(live, query.session_id, from_seq, query.deltas, query.follow, request.app.state.sse_keepalive)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
@@ -184,14 +210,6 @@ async def sse_frames(
 async def _finished(live: LiveStreams, session_id: str, last_sent: int) -> bool:
     session = await live.session_row(session_id)
     return session is not None and session.status not in ACTIVE_STATUSES and session.event_seq <= last_sent
-
-
-async def require_known(live: LiveStreams, session_id: str) -> None:
-    """A session that exists, or whose first run was started and has not begun yet."""
-    require_storable("session_id", session_id)
-    if await live.session_row(session_id) is None:
-        if await DBOS.get_workflow_status_async(run_workflow_id(session_id, 1)) is None:
-            raise SessionNotFoundError(f"no session {session_id!r}")
 
 
 ROUTES = [

@@ -2,6 +2,7 @@
 agents (a queue worker) unless told not to::
 
     $ helix-dbos serve --app myapp:executor --auth myapp:authenticate --port 8000
+    $ helix-dbos serve --app myapp:executor --auth myapp:authenticate --authorize myapp:authorize
     $ helix-dbos serve --app myapp:executor --allow-unauthenticated --no-worker
 
 Your app module is the one ``helix-dbos worker`` takes (DBOS configured, agents
@@ -30,17 +31,17 @@ from helix_dbos.observability.exposition import with_metrics
 from helix_dbos.server.app import create_app
 
 
-def load_hook(spec: str) -> Callable[..., Any]:
-    """The callable ``module:attr`` names."""
+def load_hook(spec: str, option: str = "--auth") -> Callable[..., Any]:
+    """The callable ``module:attr`` names (``option`` names it in errors)."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise HelixError(f"--auth {spec!r} is not module:function")
+        raise HelixError(f"{option} {spec!r} is not module:function")
     try:
         found = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
-        raise HelixError(f"cannot load --auth {spec!r}: {exc}") from exc
+        raise HelixError(f"cannot load {option} {spec!r}: {exc}") from exc
     if not callable(found):
-        raise HelixError(f"--auth {spec!r} is a {type(found).__name__}, not a function")
+        raise HelixError(f"{option} {spec!r} is a {type(found).__name__}, not a function")
     return found  # type: ignore[no-any-return]
 
 
@@ -73,6 +74,7 @@ def serve(
     executor_id: str | None,
     echo: Callable[[str], None] = print,
     drain_timeout: float = 30.0,
+    authorize: str | None = None,
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain: with a worker, its running runs get
     ``drain_timeout`` seconds to finish and what is left is handed back to the queues; the
@@ -82,10 +84,11 @@ def serve(
     from dbos import DBOS
 
     authenticate = load_hook(auth) if auth else None
+    policy = load_hook(authorize, "--authorize") if authorize else None
     executor, running = start_agents(app, queue, worker, executor_id)
     try:
         server_app = with_metrics(
-            create_app(executor, authenticate=authenticate, allow_unauthenticated=allow_unauthenticated),
+            create_app(executor, authenticate=authenticate, authorize=policy, allow_unauthenticated=allow_unauthenticated),
             executor.database_url,
         )
         config = uvicorn.Config(server_app, host=host, port=port, log_level="warning")

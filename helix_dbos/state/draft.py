@@ -128,8 +128,14 @@ def _settle(entry: Any) -> Any:
 class DictDraft(_Draft):
     """Draft of a JSON object: a mutable mapping whose keys also read as attributes.
 
-    ``_copy`` is the shallow copy made at the first write; ``_children`` caches the
-    drafts handed out for nested containers, by key.
+    The object is copied at the first write, shallowly; a nested container reads as a
+    draft of its own. Users get drafts from :meth:`StateTracker.update`, which makes them.
+
+    Args:
+        base: The node it drafts, left unchanged.
+        session: The update it belongs to; the draft refuses use after it.
+        parent: The draft that handed it out, or None at the root.
+        key: Its key or index in the parent.
     """
 
     __slots__ = ("_children", "_copy")
@@ -282,10 +288,17 @@ MutableMapping.register(DictDraft)
 class ListDraft(_Draft, MutableSequence[Any]):
     """Draft of a JSON array: a mutable sequence with every ``list`` method but ``*``.
 
-    While only appends happen, the base node is left alone: new items wait in
-    ``_appended`` and drafts of base items in ``_children`` (by index). Any other
-    change first materializes ``_copy``, a shallow copy holding nodes and drafts.
-    ``pop`` returns a plain copy of the removed item.
+    While only appends happen, the array is not copied (the tracker records them as
+    ``append`` writes); any other change first makes a shallow copy. ``pop`` returns a
+    plain copy of the removed item.
+
+    Users get drafts from :meth:`StateTracker.update`, which makes them.
+
+    Args:
+        base: The node it drafts, left unchanged.
+        session: The update it belongs to; the draft refuses use after it.
+        parent: The draft that handed it out, or None at the root.
+        key: Its key or index in the parent.
     """
 
     __slots__ = ("_appended", "_children", "_copy")
@@ -364,17 +377,37 @@ class ListDraft(_Draft, MutableSequence[Any]):
         return list(other) + list(self)
 
     def dump(self) -> list[Any]:
-        """A plain, mutable deep copy of the array as it stands."""
+        """A plain, mutable deep copy of the array as it stands.
+
+        Returns:
+            The array's items as plain data.
+        """
         plain: list[Any] = self._dump()
         return plain
 
     # --- appending (never copies the base) --------------------------------------------
 
     def append(self, value: Any) -> None:
+        """Append ``value``, like ``list.append``.
+
+        Args:
+            value: A JSON value.
+
+        Raises:
+            StateError: ``value`` is not JSON, or the draft is no longer active.
+        """
         self._check()
         self._add([self._node_for(self._size(), value)])
 
     def extend(self, values: Iterable[Any]) -> None:
+        """Append each of ``values``, like ``list.extend``.
+
+        Args:
+            values: JSON values.
+
+        Raises:
+            StateError: A value is not JSON, or the draft is no longer active.
+        """
         self._check()
         start = self._size()
         self._add([self._node_for(start + offset, value) for offset, value in enumerate(list(values))])
@@ -429,6 +462,15 @@ class ListDraft(_Draft, MutableSequence[Any]):
             del self._materialize()[position]
 
     def insert(self, index: Any, value: Any) -> None:
+        """Insert ``value`` before ``index``, like ``list.insert``.
+
+        Args:
+            index: The position.
+            value: A JSON value.
+
+        Raises:
+            StateError: ``value`` is not JSON, or the draft is no longer active.
+        """
         self._check()
         size = self._size()
         position = operator.index(index)
@@ -441,6 +483,17 @@ class ListDraft(_Draft, MutableSequence[Any]):
         self._materialize().insert(position, node)
 
     def pop(self, index: Any = -1) -> Any:
+        """Remove and return the item at ``index``, like ``list.pop``.
+
+        Args:
+            index: The position; default the last item.
+
+        Returns:
+            A plain copy of the removed item.
+
+        Raises:
+            IndexError: The array is empty, or ``index`` is out of range.
+        """
         self._check()
         if not self._size():
             raise IndexError("pop from empty list")
@@ -450,11 +503,17 @@ class ListDraft(_Draft, MutableSequence[Any]):
         return value
 
     def reverse(self) -> None:
+        """Reverse the array in place, like ``list.reverse``."""
         self._check()
         self._materialize().reverse()
 
     def sort(self, *, key: Any = None, reverse: bool = False) -> None:
-        """Sort in place like ``list.sort``; without ``key``, items compare as plain values."""
+        """Sort in place like ``list.sort``; without ``key``, items compare as plain values.
+
+        Args:
+            key: A function of an item giving its sort key.
+            reverse: Sort in descending order.
+        """
         self._check()
         values = [self._read(position) for position in range(self._size())]
         sort_keys = [plain_of(value) for value in values] if key is None else [key(value) for value in values]
@@ -463,6 +522,7 @@ class ListDraft(_Draft, MutableSequence[Any]):
         copy[:] = [copy[position] for position in order]
 
     def clear(self) -> None:
+        """Remove every item, like ``list.clear``."""
         self._check()
         if self._copy is None and not len(self._base):
             self._appended.clear()

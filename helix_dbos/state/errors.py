@@ -21,6 +21,10 @@ class StateError(HelixError):
 
     ``path`` is the JSON pointer of the offending location (``""`` when none applies);
     ``path_parts`` holds the same location as a tuple of keys and indices.
+
+    Args:
+        message: What was refused.
+        path_parts: The offending location as keys and indices; empty when none applies.
     """
 
     def __init__(self, message: str, path_parts: Sequence[str | int] = ()) -> None:
@@ -30,13 +34,21 @@ class StateError(HelixError):
 
     @property
     def path(self) -> str:
+        """The JSON pointer of the offending location (``""`` when none applies)."""
         return to_pointer(self.path_parts)
 
     def __str__(self) -> str:
         return f"{self.message} at {self.path}" if self.path_parts else self.message
 
     def under(self, prefix: Sequence[str | int]) -> StateError:
-        """The same error, located below ``prefix`` (the draft path a value was assigned at)."""
+        """The same error, located below ``prefix`` (the draft path a value was assigned at).
+
+        Args:
+            prefix: The keys and indices of the draft path.
+
+        Returns:
+            A new error of the same class.
+        """
         return StateError(self.message, (*prefix, *self.path_parts))
 
 
@@ -44,6 +56,10 @@ class StateValidationError(StateError):
     """An update (or the initial state) does not validate against the tracker's schema.
 
     ``errors`` holds pydantic's structured error list.
+
+    Args:
+        message: What does not validate.
+        errors: Pydantic's structured error list.
     """
 
     def __init__(self, message: str, errors: Sequence[Any] = ()) -> None:

@@ -41,7 +41,14 @@ _OPS = ("append", "replace", "delete")
 
 
 def merge_step_writes(writes_in_call_order: Iterable[Iterable[StepWrite]]) -> StepWrites:
-    """One op-list equivalent to applying each tool's writes in tool-call order."""
+    """One op-list equivalent to applying each tool's writes in tool-call order.
+
+    Args:
+        writes_in_call_order: Each tool call's writes, in tool-call order.
+
+    Returns:
+        The merged writes.
+    """
     root = _Slot()
     for writes in writes_in_call_order:
         for write in writes:

@@ -44,7 +44,14 @@ class JsonPatchOperation(TypedDict):
 def step_writes_to_rfc6902(writes: Iterable[StepWrite]) -> list[JsonPatchOperation]:
     """The RFC 6902 operations for ``writes``: one ``add .../-`` per appended item,
     ``replace`` (``add`` for a created member), ``remove``. Values are shared with the
-    writes, not copied."""
+    writes, not copied.
+
+    Args:
+        writes: Step writes, in order.
+
+    Returns:
+        The RFC 6902 operations.
+    """
     operations: list[JsonPatchOperation] = []
     for write in writes:
         pointer = to_pointer(write["path"])
@@ -63,7 +70,15 @@ def step_writes_to_rfc6902(writes: Iterable[StepWrite]) -> list[JsonPatchOperati
 def apply_rfc6902(state: Mapping[str, Any], patches: Iterable[Mapping[str, Any]]) -> Any:
     """``state`` with ``patches`` applied by the ``jsonpatch`` library; neither is changed.
 
-    A patch that does not apply raises :class:`StateError`.
+    Args:
+        state: A JSON object.
+        patches: RFC 6902 operations, in order.
+
+    Returns:
+        The patched state.
+
+    Raises:
+        StateError: A patch does not apply.
     """
     try:
         return jsonpatch.apply_patch(state, copy.deepcopy(list(patches)), in_place=False)

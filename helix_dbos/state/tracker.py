@@ -23,7 +23,9 @@ the state invalid for ``schema``, nothing of it is kept. Updates cost what they 
 the state is held as immutable nodes with structural sharing, writes copy only the
 containers on their path, appends copy nothing, and :meth:`get_state` is a free
 read-only snapshot. Validation against ``schema`` is the exception: it checks the
-whole state after each update. A tracker is not thread-safe; trackers may share state
+whole state after each update, and the initial state unless that is a snapshot already
+found to match ``schema`` (one from a tracker with the same ``schema``, or one another
+tracker checked: the trackers of a step's parallel tools check their shared start once). A tracker is not thread-safe; trackers may share state
 (``StateTracker(other.get_state())`` shares it without copying) across threads.
 """
 
@@ -55,6 +57,15 @@ class StateTracker:
     ``array_delta_mode`` makes in-place appends ``append`` writes (``add /x/-`` patches)
     that compose with parallel tools; otherwise any array change replaces the array.
     ``schema`` (a pydantic model class) must accept the state after every update.
+
+    Args:
+        initial_state: A dict, a pydantic model instance or a :class:`StateDict`.
+        array_delta_mode: Record in-place appends as ``append`` writes.
+        schema: A pydantic model class the state must match after every update.
+
+    Raises:
+        StateError: ``initial_state`` is not a JSON object.
+        StateValidationError: ``initial_state`` does not match ``schema``.
     """
 
     def __init__(
@@ -68,23 +79,37 @@ class StateTracker:
             raise StateError(f"the state must be a JSON object, not {type(initial_state).__name__}")
         self.array_delta_mode = array_delta_mode
         self.schema = schema
-        if schema is not None:
+        if schema is not None and not _matches(initial_state, schema):
             _validate(schema, state)
+            if isinstance(initial_state, StateDict):
+                object.__setattr__(initial_state, "_matches", schema)
         self._state: dict[str, Any] = state
         self._base: dict[str, Any] = state
         self._updating = False
 
     def get_state(self) -> StateDict:
-        """The current state as a read-only snapshot (``.dump()`` gives a mutable copy)."""
-        return StateDict(self._state)
+        """The current state as a read-only snapshot (``.dump()`` gives a mutable copy).
+
+        Returns:
+            The state.
+        """
+        return StateDict(self._state, self.schema)
 
     def update(self, fn: Callable[[DictDraft], object]) -> StateDict:
         """Run ``fn`` on a draft of the state and commit what it changed; returns the new state.
 
-        ``fn`` must be synchronous; its return value is ignored. Raises what ``fn``
-        raises, :class:`StateError` for a non-JSON value and
-        :class:`StateValidationError` for a state ``schema`` rejects; the state is then
-        unchanged.
+        ``fn`` must be synchronous; its return value is ignored. What ``fn`` raises is
+        raised; the state is then unchanged, as it is after the errors below.
+
+        Args:
+            fn: Receives a draft of the state and changes it.
+
+        Returns:
+            The new state, read-only.
+
+        Raises:
+            StateError: ``fn`` stored a value that is not JSON.
+            StateValidationError: The new state does not match the ``schema``.
         """
         if self._updating:
             raise StateError("update() cannot run inside another update() of the same tracker")
@@ -109,16 +134,29 @@ class StateTracker:
         return new_state
 
     def get_step_writes(self) -> StepWrites:
-        """The changes since the last reset as step writes (fresh plain data, one op per key)."""
+        """The changes since the last reset as step writes (fresh plain data, one op per key).
+
+        Returns:
+            The step writes.
+        """
         return compute_step_writes(self._base, self._state, self.array_delta_mode)
 
     def get_rfc6902_patches(self) -> list[JsonPatchOperation]:
-        """The changes since the last reset as RFC 6902 patches, derived from the step writes."""
+        """The changes since the last reset as RFC 6902 patches, derived from the step writes.
+
+        Returns:
+            The RFC 6902 operations.
+        """
         return step_writes_to_rfc6902(self.get_step_writes())
 
     def reset_tracking(self) -> None:
         """Forget the changes so far: later writes and patches start from the current state."""
         self._base = self._state
+
+
+def _matches(initial_state: object, schema: type[BaseModel]) -> bool:
+    """Whether ``initial_state`` is a snapshot already found to match ``schema``."""
+    return isinstance(initial_state, StateDict) and initial_state._matches is schema
 
 
 def _validate(schema: type[BaseModel], state: dict[str, Any]) -> None:

@@ -45,13 +45,23 @@ def view_of(node: Any) -> Any:
 
 
 class StateDict(NodeBacked):
-    """Read-only view of a JSON object in the state (see the module docs)."""
+    """Read-only view of a JSON object in the state (see the module docs).
 
-    __slots__ = ("_node",)
+    A snapshot remembers the state schema it was found to match, so the
+    trackers started from it (the parallel tools of a step) check it once.
+
+    Args:
+        node: The object's node in the state.
+        matches: The state schema the snapshot was found to match, or None.
+    """
+
+    __slots__ = ("_node", "_matches")
     _node: dict[str, Any]
+    _matches: type | None
 
-    def __init__(self, node: dict[str, Any]) -> None:
+    def __init__(self, node: dict[str, Any], matches: type | None = None) -> None:
         object.__setattr__(self, "_node", node)
+        object.__setattr__(self, "_matches", matches)
 
     def _state_node(self) -> dict[str, Any]:
         return self._node
@@ -112,7 +122,11 @@ Mapping.register(StateDict)
 
 
 class StateList(NodeBacked, Sequence[Any]):
-    """Read-only view of a JSON array in the state; indexing and slicing give views too."""
+    """Read-only view of a JSON array in the state; indexing and slicing give views too.
+
+    Args:
+        node: The array's node in the state.
+    """
 
     __slots__ = ("_node",)
     _node: ListNode

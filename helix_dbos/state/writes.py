@@ -64,7 +64,9 @@ class DeleteWrite(TypedDict):
 
 
 StepWrite = AppendWrite | ReplaceWrite | DeleteWrite
+"""One change of a top-level key of the state."""
 StepWrites = list[StepWrite]
+"""A step's changes, in order."""
 
 
 def apply_step_writes(state: Mapping[str, Any], writes: Iterable[StepWrite]) -> dict[str, Any]:
@@ -72,9 +74,18 @@ def apply_step_writes(state: Mapping[str, Any], writes: Iterable[StepWrite]) -> 
 
     Only the objects on the written paths are copied: the result shares every untouched
     subtree with ``state`` (treat both as read-only, or deep-copy). Written values are
-    copied, so the writes stay independent of the result. A write whose parent is
-    missing or not an object, a delete of a missing member or an append to a non-array
-    raises :class:`StateError`.
+    copied, so the writes stay independent of the result.
+
+    Args:
+        state: A JSON object.
+        writes: Step writes, in order.
+
+    Returns:
+        The new state.
+
+    Raises:
+        StateError: A write's parent is missing or not an object, a delete's member is
+            missing, or an append's target is not an array.
     """
     root = to_plain(state._state_node()) if isinstance(state, NodeBacked) else dict(state)
     owned = {id(root)}

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from helix_dbos import MockLLMAdapter, ToolContext, define_agent, define_tool
 from helix_dbos._database import libpq_url
-from helix_dbos._store.migrations import migrate
+from helix_dbos._store.migrations import load_migrations, migrate
 from helix_dbos.types import AssistantMessage, Message, ToolSpec
 
 HELIX = Path(sys.executable).with_name("helix-dbos")
@@ -150,7 +150,7 @@ def waiting(executor: Any, url: str) -> Any:
     wait_for(lambda: executor.get_current_run(handle.session_id).workflow_id == waiter, what="the run parked")
     yield agent, handle
     if status_of(executor, handle.session_id) in ("awaiting_approval", "active"):
-        run_cli(url, "cancel", handle.session_id)
+        run_cli(url, "abort", handle.session_id)
 
 
 # --- imports and usage -------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def test_the_cli_imports_neither_dbos_nor_litellm_nor_agents_to_start() -> None:
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
     help_text = run_cli(None, "--help").stdout
-    for command in ("pending", "approve", "deny", "submit", "sessions", "show", "state", "tail", "cancel", "resume", "fork"):
+    for command in ("pending", "approve", "deny", "submit", "sessions", "show", "state", "tail", "interrupt", "abort", "resume", "fork"):
         assert f"  {command} " in help_text
 
 
@@ -196,7 +196,7 @@ def test_bad_usage_exits_2(args: list[str]) -> None:
 
 
 def test_unknown_sessions_exit_1_with_one_line(url: str) -> None:
-    for args in (["show", "nope"], ["state", "nope"], ["tail", "nope", "--no-follow"], ["cancel", "nope"],
+    for args in (["show", "nope"], ["state", "nope"], ["tail", "nope", "--no-follow"], ["abort", "nope"], ["interrupt", "nope"],
                  ["resume", "nope"], ["fork", "nope", "--from-step", "0"], ["pending", "--session", "nope"],
                  ["approve", "nope", "c1"], ["submit", "nope", "c1", "--error", "x"]):
         assert run_cli(url, *args, expect=1).stderr == "error: no session 'nope'\n"
@@ -209,7 +209,7 @@ def test_an_unreachable_database_is_one_error_line() -> None:
 
 def test_only_migrate_changes_the_schema_the_others_say_to_run_it(make_database: Callable[[], str]) -> None:
     bare = make_database()
-    for args in (["pending"], ["sessions"], ["show", "s1"], ["approve", "s1", "c1"], ["cancel", "s1"]):
+    for args in (["pending"], ["sessions"], ["show", "s1"], ["approve", "s1", "c1"], ["abort", "s1"], ["interrupt", "s1"]):
         proc = run_cli(bare, *args, expect=1)
         assert "has no helix schema: run `helix-dbos migrate --database-url URL` first" in proc.stderr
     with psycopg.connect(libpq_url(bare)) as conn:
@@ -221,10 +221,11 @@ def test_only_migrate_changes_the_schema_the_others_say_to_run_it(make_database:
 def test_a_schema_missing_newer_migrations_says_to_migrate(make_database: Callable[[], str]) -> None:
     older = make_database()
     migrate(older)
-    with psycopg.connect(libpq_url(older), autocommit=True) as conn:  # as a schema older than the baseline would
-        conn.execute("UPDATE helix.schema_version SET version = 0")
+    *earlier, last = [m.version for m in load_migrations()]
+    with psycopg.connect(libpq_url(older), autocommit=True) as conn:  # as a schema of the release before would
+        conn.execute("DELETE FROM helix.schema_version WHERE version = %s", (last,))
     proc = run_cli(older, "sessions", expect=1)
-    assert "is at version 0, this library needs 1" in proc.stderr and "helix-dbos migrate" in proc.stderr
+    assert f"is at version {earlier[-1]}, this library needs {last}" in proc.stderr and "helix-dbos migrate" in proc.stderr
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -314,25 +315,26 @@ def test_tail_prints_the_stream_and_follows_until_the_run_ends(executor: Any, ur
     assert run_cli(url, "tail", sid).stdout.splitlines()[-1].split()[5] == "finish"
 
 
-# --- cancel and resume ---------------------------------------------------------------------------
+# --- abort and resume ---------------------------------------------------------------------------
 
 
-def test_cancel_then_resume_restarts_the_workflow_where_it_waited(executor: Any, url: str, waiting: Any) -> None:
+def test_abort_then_resume_restarts_the_workflow_where_it_waited(executor: Any, url: str, waiting: Any) -> None:
     _, handle = waiting
     sid = handle.session_id
     waiter = f"{handle.workflow_id}:wait:3"
     refunds.clear()
 
-    done = json.loads(run_cli(url, "cancel", sid, "--json").stdout)
-    assert done == {"session_id": sid, "run": 1, "workflow_id": waiter, "status": "aborted", "changed": True}
+    done = json.loads(run_cli(url, "abort", sid, "--json").stdout)
+    assert done == {"session_id": sid, "run": 1, "workflow_id": waiter, "status": "aborted", "changed": True,
+                    "enqueued_on": None}
     assert rows(executor, "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = :w", w=waiter) == [
         {"status": "CANCELLED"}
     ]
     run = rows(executor, "SELECT status, stop_reason, error FROM helix.runs WHERE session_num = helix.session_num(:id)", id=sid)
-    assert run == [{"status": "aborted", "stop_reason": "aborted", "error": "cancelled by an operator"}]
+    assert run == [{"status": "aborted", "stop_reason": "aborted", "error": "aborted by an operator"}]
     assert run_cli(url, "pending", "--session", sid).stdout == "no pending tool calls\n"
     assert "cancelled with its run" in run_cli(url, "approve", sid, "r1", expect=1).stderr
-    assert "has no run in progress (status aborted)" in run_cli(url, "cancel", sid, expect=1).stderr
+    assert "has no run in progress (status aborted)" in run_cli(url, "abort", sid, expect=1).stderr
 
     resumed = run_cli(url, "resume", sid).stdout
     assert resumed == f"resumed run 1 of session {sid} (workflow {waiter}); status awaiting_approval\n"
@@ -362,7 +364,7 @@ def test_fork_copies_transcript_and_state_after_step_n_and_a_worker_continues_it
     sid = source.session_id
 
     created = json.loads(run_cli(url, "fork", sid, "--from-step", "1", "--json").stdout)
-    fid = created["id"]
+    fid = created["session_id"]
     assert fid != sid
     assert (created["status"], created["step_count"], created["run_count"], created["agent_name"]) == (
         "interrupted", 1, 0, agent.name,

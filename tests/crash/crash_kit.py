@@ -56,6 +56,23 @@ def start_worker(worker: Path, url: str, session_id: str, executor_id: str, mode
     )
 
 
+def kill_when(proc: subprocess.Popen[str], url: str, reached: Callable[[psycopg.Connection], bool]) -> bool:
+    """SIGKILL the worker ``proc`` as soon as ``reached`` holds on the database at ``url``
+    (polled every 2 ms, for up to 60 s); whether it did (False: the worker ended or time ran
+    out first). Returns once the worker has exited."""
+    killed = False
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            if reached(conn):
+                proc.send_signal(signal.SIGKILL)
+                killed = True
+                break
+            time.sleep(0.002)
+    proc.communicate(timeout=30)
+    return killed
+
+
 def finish(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
     """The JSON the worker printed last, once it exited 0 (else the test fails with its
     stderr; a worker that did not finish is sent SIGABRT first, so the faulthandler it runs

@@ -47,7 +47,7 @@ def _mark(name: str) -> None:
 def record(step: int, label: str, ctx: ToolContext) -> dict:
     """Record a note for a step."""
     _mark(f"in_tool_{step}_{label}")
-    time.sleep(TOOL_SECONDS)
+    time.sleep(TOOL_SECONDS if label == "a" else 5 * TOOL_SECONDS)  # a's result streams while b runs
     ctx.update_state(lambda d: d.notes.append(f"{step}{label}"))
     if label == "b":
         ctx.update_state(lambda d: setattr(d, "last", f"{step}{label}"))

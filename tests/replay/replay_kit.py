@@ -111,10 +111,10 @@ def all_ended(url: str, named: Iterable[str]) -> bool:
     """Whether the sessions ``named`` exist and every session on ``url`` has ended its run,
     in helix and in DBOS (a run's workflow ends a moment after its session's last commit)."""
     sessions = admin.list_sessions(url, limit=1000)
-    if not set(named) <= {session.id for session in sessions}:
+    if not set(named) <= {session.session_id for session in sessions}:
         return False
     for session in sessions:
-        run = admin.get_current_run(url, session.id)
+        run = admin.get_current_run(url, session.session_id)
         if session.status in ACTIVE_STATUSES or (run is not None and run.workflow_status in ("PENDING", "ENQUEUED")):
             return False
     return True
@@ -124,9 +124,9 @@ def outcomes(url: str) -> dict[str, dict[str, Any]]:
     """Each session's status, output and transcript (each message with its run and step),
     by session id: what must come out the same however the runs went."""
     found: dict[str, dict[str, Any]] = {}
-    for session in sorted(admin.list_sessions(url, limit=1000), key=lambda s: s.id):
-        detail = admin.show_session(url, session.id)
-        found[session.id] = {
+    for session in sorted(admin.list_sessions(url, limit=1000), key=lambda s: s.session_id):
+        detail = admin.show_session(url, session.session_id)
+        found[session.session_id] = {
             "status": str(detail.session.status),
             "output": detail.session.output,
             "transcript": [{"run": e.run, "step": e.step, "message": e.message} for e in detail.transcript],

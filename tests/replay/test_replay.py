@@ -52,6 +52,7 @@ from replay_kit import (
 import helix_dbos
 from helix_dbos import RunEnqueuer, admin, application_version
 from helix_dbos._database import libpq_url
+from helix_dbos._store.migrations import applied_versions, load_migrations
 
 RECORDINGS = sorted(path for path in FIXTURES.iterdir() if path.is_dir())
 SERVER_TOOLS = {"lookup", "long_job", "publish"}
@@ -101,6 +102,7 @@ def test_runs_of_a_release_finish_under_this_code(recording: Path, make_database
     load_dump(url, recording / DUMP_FILE)
     migrated = helix(url, "migrate")
     assert migrated.returncode == 0, migrated.stderr
+    assert applied_versions(url) == [m.version for m in load_migrations()]  # upgraded in place to this code's schema
     before = ledger(url)
     open_gate(url)
 
@@ -119,6 +121,7 @@ def test_runs_of_a_release_finish_under_this_code(recording: Path, make_database
     assert (workers[plan["recorded_executor"]].status, workers[plan["recorded_executor"]].adopted_by) == ("adopted", new_id)
     ended = outcomes(url)
     assert sorted(ended) == sorted(plan["sessions"])
+    assert {admin.show_session(url, sid).session.owner for sid in plan["sessions"]} == {None}  # made without one
     for sid, want in plan["sessions"].items():
         assert ended[sid] == want, f"session {sid} ended otherwise: {admin.show_session(url, sid).session.error}"
     tools_ran_once(before, ledger(url), plan)

@@ -13,6 +13,7 @@ module cannot be imported reliably by its own name (``tests/`` has two of them, 
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
@@ -325,6 +326,43 @@ def last_result(messages: list[Message]) -> ToolResultMessage:
 
 def sub(session_id: str, call_id: str) -> str:
     return f"{session_id}-sub-{call_id}"
+
+
+# --- the executor's log, collected -----------------------------------------------------------
+
+
+class Collect(logging.Handler):
+    """Keeps every record it is given."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def events(self, session_id: str) -> list[tuple[str, str, dict[str, Any]]]:
+        """``(level, event, fields)`` of the records about one session, in order."""
+        return [
+            (r.levelname, r.event, r.fields)  # type: ignore[attr-defined]
+            for r in self.records
+            if getattr(r, "fields", {}).get("session_id") == session_id
+        ]
+
+
+@pytest.fixture
+def collected(executor: Any) -> Iterator[Collect]:
+    """The executor logs to a logger of the test's own, with a collecting handler."""
+    handler = Collect()
+    logger = logging.getLogger(unique("test.helix"))
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    logger.addHandler(handler)
+    executor.logger = logger
+    try:
+        yield handler
+    finally:
+        executor.logger = None
 
 
 # --- a real HTTP server (agent server and console tests) -------------------------------------

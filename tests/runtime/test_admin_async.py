@@ -56,7 +56,7 @@ def operator_app(url: str) -> FastAPI:
 
     @app.post("/sessions/{session_id}/cancel")
     async def cancel(session_id: str) -> dict[str, Any]:
-        return (await admin.cancel_async(url, session_id)).model_dump(mode="json")
+        return (await admin.abort_async(url, session_id)).model_dump(mode="json")
 
     @app.post("/sessions/{session_id}/resume")
     async def resume(session_id: str) -> dict[str, Any]:
@@ -94,7 +94,7 @@ def test_routes_list_a_waiting_call_approve_it_and_the_run_completes(executor, a
     again = httpx.post(f"{api}/sessions/{sid}/deny/r1").json()
 
     assert (waiting["tool_call_id"], waiting["tool_name"], waiting["input"]) == ("r1", "refund", {"amount": 3})
-    assert sid in [s["id"] for s in listed]
+    assert sid in [s["session_id"] for s in listed]
     assert approved["status"] == "accepted" and again["status"] == "already_answered"
     assert handle.result(timeout=RESULT_TIMEOUT).output == "refunded"
     assert httpx.get(f"{api}/sessions/{sid}").json()["status"] == "completed"
@@ -157,14 +157,14 @@ def test_a_session_s_detail_is_what_show_session_reads(executor, api, database_u
     forked = admin.fork(database_url, sid, 1)
 
     waiting = httpx.get(f"{api}/sessions/{sid}/detail").json()
-    fork = httpx.get(f"{api}/sessions/{forked.id}/detail").json()
+    fork = httpx.get(f"{api}/sessions/{forked.session_id}/detail").json()
     missing = httpx.get(f"{api}/sessions/{unique('nobody')}/detail")
 
     assert waiting == admin.show_session(database_url, sid).model_dump(mode="json")
     assert waiting["state"] == {"notes": ["Lima", "Oslo"]} and "r1" in [p["tool_call_id"] for p in waiting["pending"]]
     assert [a["tool_call_id"] for a in waiting["answers"]] == ["r2"] and waiting["usage"]["tool_calls"] == 2
     assert waiting["runs"][0]["workflow_status"] == "PENDING" and len(waiting["transcript"]) > 4
-    assert fork == admin.show_session(database_url, forked.id).model_dump(mode="json")
+    assert fork == admin.show_session(database_url, forked.session_id).model_dump(mode="json")
     assert fork["forked_from"] == {"session_id": sid, "step": 1} and fork["state"] == {"notes": ["Lima"]}
     assert missing.status_code == 404 and "nobody" in missing.json()["error"]
     admin.approve(database_url, sid, "r1")

@@ -139,7 +139,7 @@ class Notes(BaseModel):
     notes: list[str] = []
 
 
-def test_each_update_state_is_published_at_once_before_the_tool_ends(executor):
+def test_an_update_state_is_published_while_the_tool_runs_and_one_it_returns_after_comes_with_its_step(executor):
     released = threading.Event()
 
     def work(args: NoInput, ctx: ToolContext) -> dict[str, Any]:
@@ -172,10 +172,10 @@ def test_each_update_state_is_published_at_once_before_the_tool_ends(executor):
     items = asyncio.run(main())
 
     live = [i for i in items if isinstance(i, DeltaRecord) and i.kind == "state"]
-    assert [d.patch for d in live] == [
-        [{"op": "add", "path": "/notes/-", "value": "first"}], [{"op": "add", "path": "/notes/-", "value": "second"}]
-    ]
-    assert {(d.tool_call_id, d.tool_name, d.index) for d in live} == {("w1", "work", 0), ("w1", "work", 1)}
+    assert [d.patch for d in live] == [[{"op": "add", "path": "/notes/-", "value": "first"}]]  # "second": the tool returned at once
+    assert {(d.tool_call_id, d.tool_name, d.index) for d in live} == {("w1", "work", 0)}
+    patches = [i for i in items if not isinstance(i, DeltaRecord) and i.type == "state_patch"]
+    assert patches and {"op": "add", "path": "/notes/-", "value": "second"} in patches[-1].data["patches"]
     order = [i.type if not isinstance(i, DeltaRecord) else f"delta:{i.kind}" for i in items]
     assert order.index("delta:state") < order.index("tool_result") < order.index("state_patch")
 

@@ -100,15 +100,17 @@ def test_a_keyed_write_reads_the_same_few_pages_however_long_the_stream(executor
     keys = json.dumps([{"type": "custom", "data": {}, "key": f"1.1.k{i}"} for i in range(3)])
 
     def pages_read() -> int:
-        """Pages the check reads, the second time on a connection (the first also plans it)."""
+        """The fewest pages the check reads in four calls on one connection: a call that plans
+        the function's statements (the first, or one after autovacuum analyzed the table)
+        also reads the catalogs."""
         explain = sa.text(
             "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)"
             " SELECT helix.unwritten_events(s.num, 1, CAST(:e AS jsonb)) FROM helix.sessions s WHERE s.id = :s"
         )
         with executor.engine.connect() as conn:
-            plans = [conn.execute(explain, {"s": sid, "e": keys}).scalar_one() for _ in range(2)]
-        top = plans[-1][0]["Plan"]
-        return int(top["Shared Hit Blocks"]) + int(top["Shared Read Blocks"])
+            plans = [conn.execute(explain, {"s": sid, "e": keys}).scalar_one() for _ in range(4)]
+        tops = [plan[0]["Plan"] for plan in plans]
+        return min(int(top["Shared Hit Blocks"]) + int(top["Shared Read Blocks"]) for top in tops)
 
     short = pages_read()
     many = json.dumps([{"type": "custom", "data": {"i": i}, "key": f"1.1.filler{i}"} for i in range(2000)])

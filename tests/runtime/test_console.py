@@ -3,8 +3,9 @@ the signed-in principal), CSRF refusals that change nothing, hostile text shown 
 client result that does not validate shown again with nothing lost, session pages and
 controls. In a real headless Chromium: approving a call and seeing the run end; an
 answer shown as received until its run takes it, the status following the run without a
-reload; who answered, when and why; the live tail as log lines; a run's output as text
-or pretty JSON, never as markup."""
+reload; every section of a session page and the inbox following a call asked for and
+answered elsewhere, with no reload; a run's adoption; who answered, when and why; the
+live tail as log lines; a run's output as text or pretty JSON, never as markup."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from pydantic import BaseModel
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -59,9 +61,15 @@ def authenticate(request: Request) -> str | None:
     return request.headers.get("x-user") or request.cookies.get("user")
 
 
+def operators(principal: Any, action: Any, session: Any) -> bool:
+    """The console's users here are operators: they see and answer every session (who
+    sees what otherwise is tests/runtime/test_owners.py's)."""
+    return True
+
+
 @pytest.fixture(scope="module")
 def base(executor: Any) -> Iterator[str]:
-    serving = Serving(create_app(executor, authenticate=authenticate))
+    serving = Serving(create_app(executor, authenticate=authenticate, authorize=operators))
     yield serving.url
     serving.stop()
 
@@ -332,17 +340,108 @@ def test_in_a_browser_an_answer_shows_as_received_then_taken_and_the_status_foll
 
         until(browser, lambda b: by_id(b, "status").text == "completed", "the status to follow the run, no reload")
         assert browser.find_elements(By.ID, "status-note") == []
-        settled = by_id(browser, f"call-{sid}-c1")
-        assert "settled" in settled.get_attribute("class")
-        assert settled.find_element(By.CSS_SELECTOR, ".received-note").text == (
-            "Settled by the run: its result is in the live tail."
-        )
-        assert by_id(browser, "ended").is_displayed()
+        # settled by the run: no longer pending, listed among the answers, the result shown
+        until(browser, lambda b: not b.find_elements(By.CSS_SELECTOR, ".call"), "the settled call to leave the page")
+        assert by_id(browser, "answer-c1").find_element(By.CSS_SELECTOR, ".tool").text == "lookup"
+        assert by_id(browser, "output").text == "found it"
     finally:
         release.set()
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     browser.refresh()
     assert by_id(browser, "status").text == "completed" and browser.find_elements(By.CSS_SELECTOR, ".call") == []
+
+
+class Ledger(BaseModel):
+    refunded: list[int] = []
+
+
+def ledger_refund(args: Refund, ctx: Any) -> dict[str, int]:
+    ctx.update_state(lambda draft: draft.refunded.append(args.amount))
+    return {"refunded": args.amount}
+
+
+def sections(browser: Any) -> dict[str, str]:
+    """The text of each section of the session page that the live stream keeps current."""
+    return browser.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('[data-live]')].map((s) => [s.id, s.innerText]))"
+    )
+
+
+def test_in_a_browser_the_inbox_and_the_session_page_follow_a_call_and_its_answer_with_no_reload(executor, base, browser):
+    agent_ = define_agent(unique("console-live"), tools=[define_tool("refund", "Refund.", Refund, ledger_refund,
+                                                                     require_approval=True)], state_schema=Ledger)
+    use_model(executor, calls(call("r1", "refund", {"amount": 7})), text("refunded 7"))
+    browser.get(f"{base}/console/")
+    inbox = browser.current_window_handle
+    browser.execute_script("window.unreloaded = true")  # a reload would forget it
+
+    # the inbox shows a new call as it is asked for, and keeps what is typed while it changes
+    first = executor.execute(agent_, "refund please")
+    sid = first.session_id
+    until(browser, lambda b: b.find_elements(By.ID, f"call-{sid}-r1"), "the new call in the inbox")
+    by_id(browser, f"call-{sid}-r1").find_element(By.NAME, "reason").send_keys("checking")
+    second = executor.execute(agent_, "another refund please")
+    until(browser, lambda b: b.find_elements(By.ID, f"call-{second.session_id}-r1"), "the second call in the inbox")
+    assert by_id(browser, f"call-{sid}-r1").find_element(By.NAME, "reason").get_attribute("value") == "checking"
+
+    browser.switch_to.new_window("tab")
+    browser.get(f"{base}/console/sessions/{sid}")
+    browser.execute_script("window.unreloaded = true")
+    before = sections(browser)
+    assert by_id(browser, "status").text == "awaiting_approval"
+    assert [b.text for b in by_id(browser, "live-controls").find_elements(By.TAG_NAME, "button")] == ["Interrupt", "Abort"]
+    assert "needs approval" in before["live-pending"] and before["live-answers"] == ""
+    assert before["live-state"] == '{\n  "refunded": []\n}'
+    assert "refund please" in before["live-transcript"] and "refunded 7" not in before["live-transcript"]
+    assert "PENDING" in before["live-runs"] and before["live-result"] == ""
+
+    # another operator answers: nothing here is clicked or reloaded
+    executor.submit_tool_result(sid, ApprovalResponse(tool_call_id="r1", approved=True, approver="cy"))
+    assert first.result(timeout=RESULT_TIMEOUT).status == "completed"
+    until(browser, lambda b: "SUCCESS" in sections(b)["live-runs"], "the run's workflow to end on the page")
+    after = sections(browser)
+    assert by_id(browser, "status").text == "completed"
+    detail = admin.show_session(executor.database_url, sid)
+    counts = dict(zip(*[iter(after["live-counts"].split("\n"))] * 2))
+    assert counts["steps"] == str(detail.session.step_count) != "0"
+    assert counts["LLM calls"] == str(detail.usage.llm_calls) == "2" and counts["tool calls"] == "1"
+    assert by_id(browser, "live-controls").find_elements(By.TAG_NAME, "button") == []
+    assert after["live-pending"] == "" and browser.find_elements(By.CSS_SELECTOR, ".call") == []
+    assert by_id(browser, "answer-r1").find_element(By.CSS_SELECTOR, ".tool").text == "refund"
+    assert "approved by cy" in after["live-answers"]
+    assert after["live-state"] == '{\n  "refunded": [\n    7\n  ]\n}'
+    assert "→ refund(" in after["live-transcript"] and "refunded 7" in after["live-transcript"]
+    assert "completed" in after["live-runs"] and "active" not in after["live-runs"]
+    assert by_id(browser, "output").text == "refunded 7"
+    assert browser.execute_script("return window.unreloaded") is True
+
+    # and the inbox, in its own tab, dropped the answered call and kept the other
+    browser.switch_to.window(inbox)
+    until(browser, lambda b: not b.find_elements(By.ID, f"call-{sid}-r1"), "the answered call to leave the inbox")
+    assert by_id(browser, f"call-{second.session_id}-r1")
+    assert browser.execute_script("return window.unreloaded") is True
+    executor.submit_tool_result(second.session_id, ApprovalResponse(tool_call_id="r1", approved=False))
+    assert second.result(timeout=RESULT_TIMEOUT).status == "completed"
+
+
+def test_in_a_browser_a_run_adopted_from_a_dead_worker_says_so_as_it_happens(executor, base, browser):
+    """The adoption row a live process writes when it adopts a dead worker's run (see
+    tests/workers/test_adoption.py for the real thing) shows in the runs table, with no reload."""
+    sid, handle = waiting_refund(executor)
+    browser.get(f"{base}/console/sessions/{sid}")
+    browser.execute_script("window.unreloaded = true")
+    assert browser.find_elements(By.CSS_SELECTOR, ".adopted") == []
+    with executor.engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO helix.run_adoptions (session_num, run, from_executor, from_status, adopted_by)"
+                             " VALUES (helix.session_num(:s), 1, 'w-gone', 'dead', 'w-alive')"), {"s": sid})
+    until(browser, lambda b: b.find_elements(By.ID, "adopted-1-1"), "the adoption on the page")
+    assert re.fullmatch(r"adopted by w-alive at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d after worker w-gone died",
+                        by_id(browser, "adopted-1-1").text)
+    assert browser.execute_script("return window.unreloaded") is True
+    shown = admin.show_session(executor.database_url, sid).runs[0].adoptions
+    assert by_id(browser, "adopted-1-1").text == shown[0].summary()
+    executor.submit_tool_result(sid, ApprovalResponse(tool_call_id="r1", approved=False))
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
 
 
 def test_in_a_browser_the_session_page_shows_who_answered_when_and_why_as_show_does(executor, base, browser):
@@ -442,7 +541,7 @@ def test_in_a_browser_a_run_s_output_shows_as_text_or_pretty_json_never_as_marku
 
 
 def test_the_console_pages_answer_while_every_thread_of_the_pool_is_held(executor):
-    app = create_app(executor, authenticate=authenticate)
+    app = create_app(executor, authenticate=authenticate, authorize=operators)
     pool = FullThreadPool(app)
     serving = Serving(app)
     sid, handle = waiting_refund(executor, note="held")

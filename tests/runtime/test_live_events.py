@@ -181,16 +181,18 @@ def test_a_childs_events_appear_in_the_parents_stream_while_the_child_runs(execu
     assert child_events[-1]["type"] == "finish"
 
 
-def test_writing_a_steps_keyed_events_again_writes_nothing(executor):
-    agent_ = define_agent(unique("keyed"))
-    use_model(executor, text("hello"))
+def test_writing_a_steps_keyed_events_again_writes_nothing_and_an_ended_run_gets_none(executor):
+    gate = Gate()
+    agent_ = define_agent(unique("keyed"), tools=[gate.tool()])
+    use_model(executor, calls(call("g1", "wait_here")), text("hello"))
     handle = executor.execute(agent_, "go")
-    handle.result(timeout=RESULT_TIMEOUT)
+    gate.wait_entered()
     sid = handle.session_id
+    writer = LiveEventWriter(executor.database_url)
+    wait_for(lambda: any(e["type"] == "tool_call" for e in events(executor, sid)), what="the model's tool call")
     before = events(executor, sid)
     again = [KeyedEvent(key="1.1.step_start", event=StepStartEvent(step=1))]
     new = KeyedEvent(key="1.1.extra", event=StepStartEvent(step=1))
-    writer = LiveEventWriter(executor.database_url)
     writer.write(sid, 1, 1, again)
     writer.write(sid, 1, 1, [new])
     writer.write(sid, 1, 1, [new])
@@ -199,9 +201,41 @@ def test_writing_a_steps_keyed_events_again_writes_nothing(executor):
     assert after[: len(before)] == before and len(after) == len(before) + 1
     assert after[-1]["seq"] == before[-1]["seq"] + 1
     keys = [r["key"] for r in rows(executor, "SELECT key FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY seq", s=sid)]
-    assert keys[:3] == [None, "1.1.step_start", "1.1.text"] and keys[-1] == "1.1.extra"
+    assert keys[:3] == [None, "1.1.step_start", "1.1.call:g1"] and keys[-1] == "1.1.extra"
     session = rows(executor, "SELECT event_seq FROM helix.sessions WHERE id = :s", s=sid)[0]
     assert session["event_seq"] == after[-1]["seq"]
+
+    gate.open()
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+    ended = events(executor, sid)
+    writer.write(sid, 1, 2, [KeyedEvent(key="1.2.late", event=StepStartEvent(step=2))])
+    assert writer.flush(timeout=RESULT_TIMEOUT)
+    assert events(executor, sid) == ended and ended[-1]["type"] == "finish"  # the stream still ends with the run's end
+
+
+def test_the_writer_tells_a_committing_step_whether_it_wrote_any_of_its_events(executor):
+    """A step whose events were all still held when it commits is told none were written
+    (its commit need not look their keys up); one whose events went is told so, once."""
+    gate = Gate()
+    use_model(executor, calls(call("g1", "wait_here")), text("hello"))
+    handle = executor.execute(define_agent(unique("told"), tools=[gate.tool()]), "go")
+    gate.wait_entered()
+    sid = handle.session_id
+    writer = LiveEventWriter(executor.database_url)
+    held = KeyedEvent(key="1.1.held", event=StepStartEvent(step=1))
+    sent = KeyedEvent(key="1.1.sent", event=StepStartEvent(step=1))
+
+    writer.write(sid, 1, 1, [held])
+    assert writer.committing(sid, 1, 1) is False
+    writer.write(sid, 1, 1, [sent])
+    assert writer.flush(timeout=RESULT_TIMEOUT)
+    told = [writer.committing(sid, 1, 1), writer.committing(sid, 1, 1)]
+
+    keys = {r["key"] for r in rows(executor, "SELECT key FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)", s=sid)}
+    assert told == [True, False]
+    assert "1.1.sent" in keys and "1.1.held" not in keys
+    gate.open()
+    assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
 
 
 def test_a_suspensions_request_follows_its_tool_call_even_when_the_writer_lags(executor):

@@ -9,7 +9,6 @@ import json
 import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from helix_dbos import (
     define_tool,
 )
 from runtime_testkit import (
+    Collect,
     RESULT_TIMEOUT,
     agent,
     call,
@@ -40,25 +40,6 @@ from runtime_testkit import (
 )
 
 APPS = Path(__file__).resolve().parent.parent / "apps"
-
-
-class Collect(logging.Handler):
-    """Keeps every record it is given."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def events(self, session_id: str) -> list[tuple[str, str, dict[str, Any]]]:
-        """``(level, event, fields)`` of the records about one session, in order."""
-        return [
-            (r.levelname, r.event, r.fields)  # type: ignore[attr-defined]
-            for r in self.records
-            if getattr(r, "fields", {}).get("session_id") == session_id
-        ]
 
 
 class KeywordLogger:
@@ -83,19 +64,6 @@ class KeywordLogger:
         self._record("error", event, fields)
 
 
-@pytest.fixture
-def collected(executor: Any) -> Iterator[Collect]:
-    """The executor logs to a logger of the test's own, with a collecting handler."""
-    handler = Collect()
-    logger = logging.getLogger(unique("test.helix"))
-    logger.setLevel(logging.DEBUG)
-    logger.propagate = False
-    logger.addHandler(handler)
-    executor.logger = logger
-    try:
-        yield handler
-    finally:
-        executor.logger = None
 
 
 class Question(BaseModel):

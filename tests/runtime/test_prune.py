@@ -34,7 +34,7 @@ from helix_dbos import admin
 
 TABLES = (
     "runs", "messages", "events", "state_patches", "state_snapshots",
-    "pending_tool_calls", "tool_call_answers", "tool_outcomes",
+    "pending_tool_calls", "tool_call_answers", "tool_outcomes", "tool_attempts",
 )
 
 

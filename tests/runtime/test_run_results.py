@@ -131,8 +131,8 @@ def test_get_current_run_on_the_executor_and_the_admin_api(executor: Any) -> Non
     assert [r.run for r in admin.list_runs(url, sid)] == [1, 2]
 
     fork = admin.fork(url, sid, from_step=1)  # a session with history and no run yet
-    assert executor.get_current_run(fork.id) is None
-    assert admin.get_current_run(url, fork.id) is None
+    assert executor.get_current_run(fork.session_id) is None
+    assert admin.get_current_run(url, fork.session_id) is None
     with pytest.raises(SessionNotFoundError):
         executor.get_current_run(unique("nobody"))
     with pytest.raises(SessionNotFoundError):

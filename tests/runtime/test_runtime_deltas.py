@@ -9,19 +9,21 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from pydantic import BaseModel
 from llm_stub_server import StubLLMServer, openai_stream
 
-from helix_dbos import create_sub_agent_tool, define_agent
+from helix_dbos import ToolContext, create_sub_agent_tool, define_agent, define_tool
 from helix_dbos._database import libpq_url
 from helix_dbos._deltas import DeltaRecord
 from helix_dbos.llm import LiteLLMAdapter
 from helix_dbos._store.delta_channels import DeltaPublisher, listen_statement
 from helix_dbos.types import LLMConfig
-from runtime_testkit import RESULT_TIMEOUT, Gate, agent, call, calls, family_model, sub, text, unique, use_model
+from runtime_testkit import RESULT_TIMEOUT, Gate, agent, call, calls, family_model, sub, text, unique, use_model, wait_for
 
 HELIX = Path(sys.executable).with_name("helix-dbos")
 PIECES = ["Hel", "lo, ", "wor", "ld", "!"]
@@ -190,3 +192,67 @@ def test_publishing_while_the_database_is_unreachable_drops_deltas_and_never_rai
 
     assert publisher.flush(timeout=RESULT_TIMEOUT)
     assert "could not publish 1 token deltas (dropped)" in caplog.text
+
+
+class Log(BaseModel):
+    labels: list[str] = []
+
+
+class Labels(BaseModel):
+    labels: list[str]
+
+
+def test_another_process_sees_each_update_of_a_long_tool_while_it_runs_and_none_of_a_quick_one(executor):
+    updated: list[tuple[str, float]] = []
+
+    def slow(args: Labels, ctx: ToolContext) -> dict[str, Any]:
+        for label in args.labels:
+            ctx.update_state(lambda draft: draft.labels.append(label))
+            updated.append((label, time.monotonic()))
+            time.sleep(1.0)
+        return {"noted": args.labels}
+
+    def quick(args: Labels, ctx: ToolContext) -> dict[str, Any]:
+        for label in args.labels:
+            ctx.update_state(lambda draft: draft.labels.append(label))
+        return {"noted": args.labels}
+
+    gate = Gate()
+    tools = [define_tool("slow", "Note slowly.", Labels, slow), define_tool("quick", "Note at once.", Labels, quick),
+             gate.tool()]
+    noting = define_agent(unique("live-state"), tools=tools, state_schema=Log)
+    use_model(executor, calls(call("w1", "wait_here")),
+              calls(call("s1", "slow", {"labels": ["a", "b", "c"]}), call("q1", "quick", {"labels": ["x", "y"]})),
+              text("noted"))
+    sid = unique("live-state")
+    handle = executor.execute(noting, "go", session_id=sid)
+    gate.wait_entered()
+    tail = subprocess.Popen([str(HELIX), "tail", sid, "--deltas", "--json", "--database-url", executor.database_url],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    arrived: list[tuple[float, dict[str, Any]]] = []
+
+    def pump() -> None:
+        assert tail.stdout is not None
+        for line in tail.stdout:
+            arrived.append((time.monotonic(), json.loads(line)))
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: arrived, timeout=RESULT_TIMEOUT)  # the reader listens
+        gate.open()
+        assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+        reader.join(timeout=RESULT_TIMEOUT)
+    finally:
+        gate.open()
+        if tail.poll() is None:
+            tail.kill()
+    slow_done = next(at for at, item in arrived if item["type"] == "tool_result" and item["data"]["tool_call_id"] == "s1")
+    states = [(at, item) for at, item in arrived if item["type"] == "delta" and item["kind"] == "state"]
+    seen = [(at, op["value"]) for at, item in states if item["tool_call_id"] == "s1" for op in item["patch"]]
+    assert [label for _, label in seen] == ["a", "b", "c"]  # each update, in order
+    assert all(at < slow_done for at, _ in seen)  # while the tool ran
+    for (label, at), (seen_at, _) in zip(updated, seen):
+        assert seen_at - at < 0.9, (label, seen_at - at)  # before the tool's next update
+    assert not [item for _, item in states if item["tool_call_id"] == "q1"]  # the quick tool's state came with its step
+    assert executor.get_session(sid).state == {"labels": ["a", "b", "c", "x", "y"]}

@@ -462,8 +462,8 @@ def test_raising_tool_becomes_an_error_result_and_the_run_continues(executor):
     assert (result.status, result.output) == ("completed", "recovered")
     messages = executor.get_session(handle.session_id).messages
     failed = result_for(messages, "c1")
-    assert failed.is_error and failed.content == "kaboom: test"
-    assert result_for(messages, "c3").is_error and result_for(messages, "c3").content == "async kaboom: too"
+    assert failed.is_error and failed.content == "RuntimeError: kaboom: test"
+    assert result_for(messages, "c3").is_error and result_for(messages, "c3").content == "ValueError: async kaboom: too"
     assert json.loads(result_for(messages, "c2").content) == {"echoed": "fine"}
     assert failed in mock.get_last_input().messages
     assert_paired(messages)

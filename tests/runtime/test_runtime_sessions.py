@@ -4,6 +4,7 @@ completed structured-output session, the legacy ``__finish__`` heal, and bad inp
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -37,6 +38,7 @@ from runtime_testkit import (
     text,
     unique,
     use_model,
+    wait_for,
 )
 
 
@@ -118,7 +120,7 @@ def test_the_transcript_keeps_each_message_whole_in_a_row_of_its_own(executor):
     assert [m.tool_call_id for m in session.messages if isinstance(m, ToolResultMessage)] == ["c1", "c2"]
 
     forked = commands.fork(executor.engine, sid, 1)
-    assert [m.role for m in executor.get_session(forked.id).messages] == roles[:4]
+    assert [m.role for m in executor.get_session(forked.session_id).messages] == roles[:4]
     assert forked.message_count == 4
     with executor.engine.connect() as conn:
         assert [m.role for m in reads.load_messages(conn, sid, before_seq=3)] == roles[:3]
@@ -147,7 +149,7 @@ def test_a_continued_run_sees_the_transcript_as_the_first_run_s_model_did(execut
     assert seen_from_database[:5] == seen_in_memory
     assert seen_from_database[5:] == [AssistantMessage(content="done"), UserMessage(content="more")]
     forked = commands.fork(executor.engine, sid, 2)
-    assert executor.get_session(forked.id).messages == executor.get_session(sid).messages[:6]
+    assert executor.get_session(forked.session_id).messages == executor.get_session(sid).messages[:6]
 
 
 def test_continuing_a_completed_structured_output_session_shows_the_paired_finish(executor):
@@ -231,6 +233,7 @@ def test_execute_on_a_busy_session_raises_and_loses_nothing(executor):
     use_model(executor, calls(call("g1", "wait_here")), text("finished"))
     handle = executor.execute(agent, "first")
     gate.wait_entered()
+    assert executor.runtime.live_events.flush(RESULT_TIMEOUT)  # the model's tool call is in the stream
     assert session_status(executor, handle.session_id) == "active"
     before = snapshot(executor, handle.session_id)
 
@@ -258,17 +261,19 @@ def test_a_second_execute_racing_the_start_of_a_run_is_refused_not_merged(execut
     first = executor.execute(agent, "first")
     first.result(timeout=RESULT_TIMEOUT)
     sid = first.session_id
-    with executor.engine.connect() as locker:
+    with ThreadPoolExecutor(1) as pool, executor.engine.connect() as locker:
         locker.exec_driver_sql("BEGIN")
         locker.exec_driver_sql("SELECT id FROM helix.sessions WHERE id = %s FOR UPDATE", (sid,))
         try:
-            second = executor.execute(agent, "second", session_id=sid)
+            starting = pool.submit(executor.execute, agent, "second", session_id=sid)  # waits to claim run 2
+            wait_for(lambda: DBOS.get_workflow_status(run_workflow_id(sid, 2)) is not None, what="run 2's start")
             try:
                 third = executor.execute(agent, "third", session_id=sid)
             except SessionBusyError:
                 third = None
         finally:
             locker.exec_driver_sql("ROLLBACK")
+        second = starting.result(timeout=RESULT_TIMEOUT)
     assert second.result(timeout=RESULT_TIMEOUT).output == "answer to second"
     assert third is None, (
         f"execute(..., 'third') did not raise SessionBusyError; it returned {third} whose result is "

@@ -21,5 +21,5 @@ def test_sessions_started_or_forked_without_an_id_get_time_ordered_ones(executor
     assert second.result(timeout=RESULT_TIMEOUT).status == "completed"
     forked = commands.fork(executor.engine, first.session_id, 1)
 
-    assert [uuid.UUID(sid).version for sid in (first.session_id, second.session_id, forked.id)] == [7, 7, 7]
-    assert first.session_id < second.session_id < forked.id
+    assert [uuid.UUID(sid).version for sid in (first.session_id, second.session_id, forked.session_id)] == [7, 7, 7]
+    assert first.session_id < second.session_id < forked.session_id

@@ -239,7 +239,7 @@ def test_three_levels_outputs_flow_back_up_and_every_level_records_the_root(exec
 
     # `helix-dbos show` displays the session tree, the leaf indented under the middle.
     shown = json.loads(cli(executor, "show", root, "--json").stdout)
-    assert [c["id"] for c in shown["children"]] == [middle_id, leaf_id]
+    assert [c["session_id"] for c in shown["children"]] == [middle_id, leaf_id]
     lines = cli(executor, "show", root).stdout.splitlines()
     tree = lines[lines.index("sub-agent and companion sessions") + 2:]
     assert tree[0].startswith(f"  {middle_id} ") and tree[1].startswith(f"    {leaf_id} "), tree

@@ -14,10 +14,15 @@ as the killed one would have.
 step, recorded in ``scaleout.intervals`` as ``<session>:<step>``), step 5 finishes.
 ``deadline-agent``: the same with ``publish_soon``, whose approval times out after
 ``$HELIX_SCALEOUT_APPROVAL_TIMEOUT`` seconds (default 1.5).
+``gil-agent``: step 1 calls ``hold_gil``, which records its start in ``scaleout.intervals``
+and holds the GIL for ``$HELIX_SCALEOUT_GIL_SECONDS`` (default 10) in one C call, so its
+process renews no lease meanwhile; step 2 finishes. ``gil-once-agent``: the same, with
+``max_worker_losses=1``, and so is ``scale-once-agent`` with ``scale-agent``.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import time
@@ -41,16 +46,23 @@ class Done(BaseModel):
     ok: bool
 
 
+def started(conn: psycopg.Connection, session: str) -> int:
+    """Record in ``scaleout.intervals`` that this process began a tool body for ``session``; its row's id."""
+    row = conn.execute(
+        "INSERT INTO scaleout.intervals (session_id, pid, started) VALUES (%s, %s, %s) RETURNING id",
+        (session, os.getpid(), time.time()),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 @tool
 def work(session: str) -> dict:
     """Do some work for a session (records when it ran)."""
     with psycopg.connect(libpq_url(URL), autocommit=True) as conn:
-        row = conn.execute(
-            "INSERT INTO scaleout.intervals (session_id, pid, started) VALUES (%s, %s, %s) RETURNING id",
-            (session, os.getpid(), time.time()),
-        ).fetchone()
+        interval = started(conn, session)
         time.sleep(WORK_SECONDS)
-        conn.execute("UPDATE scaleout.intervals SET ended = %s WHERE id = %s", (time.time(), row[0]))
+        conn.execute("UPDATE scaleout.intervals SET ended = %s WHERE id = %s", (time.time(), interval))
     return {"worked": session}
 
 
@@ -66,6 +78,21 @@ def publish_soon(text: str) -> dict:
     return {"published": text, "pid": os.getpid()}
 
 
+GIL_SECONDS = int(os.environ.get("HELIX_SCALEOUT_GIL_SECONDS", "10"))
+
+
+@tool
+def hold_gil(session: str) -> dict:
+    """Hold the GIL in one C call (records that it started, in ``scaleout.intervals``)."""
+    with psycopg.connect(libpq_url(URL), autocommit=True) as conn:
+        interval = started(conn, session)
+        # libc's sleep through a PyDLL keeps the GIL, as a long regex match does: no other
+        # thread of this process (the lease's renewals included) runs until it returns.
+        ctypes.PyDLL(None).sleep(GIL_SECONDS)
+        conn.execute("UPDATE scaleout.intervals SET ended = %s WHERE id = %s", (time.time(), interval))
+    return {"held": session}
+
+
 CHAOS_STEPS = 5
 
 
@@ -79,12 +106,9 @@ def chaos_seconds(session: str, step: int) -> float:
 def chaos_work(session: str, step: int) -> dict:
     """Work for a while on one step of a session (records when it ran, in ``scaleout.intervals``)."""
     with psycopg.connect(libpq_url(URL), autocommit=True) as conn:
-        row = conn.execute(
-            "INSERT INTO scaleout.intervals (session_id, pid, started) VALUES (%s, %s, %s) RETURNING id",
-            (f"{session}:{step}", os.getpid(), time.time()),
-        ).fetchone()
+        interval = started(conn, f"{session}:{step}")
         time.sleep(chaos_seconds(session, step))
-        conn.execute("UPDATE scaleout.intervals SET ended = %s WHERE id = %s", (time.time(), row[0]))
+        conn.execute("UPDATE scaleout.intervals SET ended = %s WHERE id = %s", (time.time(), interval))
     return {"session": session, "step": step}
 
 
@@ -99,6 +123,9 @@ def respond(messages: list[Message], tools: list[ToolSpec]) -> ToolCallsStepResu
             tool_calls=[{"id": f"c{step}", "name": "chaos_work", "arguments": {"session": session, "step": step}}])
     if step > 1:
         return ToolCallsStepResult(tool_calls=[{"id": "fin", "name": "__finish__", "arguments": {"ok": True}}])
+    if "hold_gil" in names:
+        session = str(messages[-1].content)
+        return ToolCallsStepResult(tool_calls=[{"id": "gil", "name": "hold_gil", "arguments": {"session": session}}])
     for gated in ("publish", "publish_soon"):
         if gated in names:
             return ToolCallsStepResult(tool_calls=[{"id": "pub", "name": gated, "arguments": {"text": "hello"}}])
@@ -109,10 +136,16 @@ def respond(messages: list[Message], tools: list[ToolSpec]) -> ToolCallsStepResu
 scale_agent = define_agent(name="scale-agent", system_prompt="Work.", tools=[work], output_schema=Done)
 gated_agent = define_agent(name="gated-agent", system_prompt="Publish.", tools=[publish], output_schema=Done)
 chaos_agent = define_agent(name="chaos-agent", system_prompt="Work in steps.", tools=[chaos_work], output_schema=Done,
-                           max_steps=CHAOS_STEPS + 1)
+                           max_steps=CHAOS_STEPS + 1, max_worker_losses=10)  # the chaos test kills workers on purpose
+scale_once_agent = define_agent(name="scale-once-agent", system_prompt="Work.", tools=[work], output_schema=Done,
+                                max_worker_losses=1)
+gil_agent = define_agent(name="gil-agent", system_prompt="Hold on.", tools=[hold_gil], output_schema=Done)
+gil_once_agent = define_agent(name="gil-once-agent", system_prompt="Hold on.", tools=[hold_gil], output_schema=Done,
+                              max_worker_losses=1)
 deadline_agent = define_agent(name="deadline-agent", system_prompt="Publish.", tools=[publish_soon], output_schema=Done)
 
 DBOS(config=dbos_config(URL, name="helix-scaleout", version=os.environ.get("HELIX_SCALEOUT_VERSION", "1"),
                         notification_listener_polling_interval_sec=0.01, sys_db_pool_size=8))
 executor = DBOSAgentExecutor(llm=MockLLMAdapter(responder=respond, delay_seconds=0.01), database_url=URL)
-executor.register(scale_agent, gated_agent, deadline_agent, chaos_agent)
+executor.register(scale_agent, gated_agent, deadline_agent, chaos_agent, gil_agent, gil_once_agent,
+                  scale_once_agent)

@@ -344,6 +344,9 @@ class UnstorableDefault(BaseModel):
         ({"state_schema": UnstorableDefault}, r"initial state .*state\.notes\.ok\[1\] has NUL \(U\+0000\) at position 3"),
         ({"max_steps": 0}, "max_steps must be an integer >= 1"),
         ({"max_tool_concurrency": 0}, "max_tool_concurrency must be an integer >= 1"),
+        ({"max_worker_losses": 0}, "max_worker_losses must be an integer >= 1"),
+        ({"max_worker_losses": None}, "max_worker_losses must be an integer >= 1"),
+        ({"max_worker_losses": True}, "max_worker_losses must be an integer >= 1"),
         ({"stop_when": [3]}, "stop_when must be a stop condition"),
         ({"hooks": {"on_message": print}}, "hooks must be an AgentHooks"),
         ({"system_prompt": 42}, "system_prompt must be a string or a function"),
@@ -354,3 +357,14 @@ def test_invalid_agent_definitions(kwargs, match):
 
     with pytest.raises(AgentDefinitionError, match=match):
         define_agent(**arguments)
+
+
+def test_an_agents_tool_specs_are_made_once_and_tools_found_by_name() -> None:
+    """Every model call of an agent is told the same specs, made once (not per call)."""
+    agent = define_agent(name="spec-once", system_prompt="x", tools=[search_tool], output_schema=Sentiment)
+
+    first, second = agent.tool_specs(), agent.tool_specs()
+    assert first == second and all(a is b for a, b in zip(first, second))
+    assert first is not second  # the list is the caller's own
+    assert agent.get_tool("search") is search_tool and agent.get_tool("__finish__") is agent.finish_tool
+    assert agent.get_tool("nothing") is None

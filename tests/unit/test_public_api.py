@@ -89,10 +89,27 @@ def test_the_public_modules_are_the_documented_ones() -> None:
     private (a leading underscore) and the public ones are the documented homes."""
     public_modules = {"helix_dbos.agents", "helix_dbos.answers", "helix_dbos.companions", "helix_dbos.errors",
                       "helix_dbos.events", "helix_dbos.llm", "helix_dbos.orchestration", "helix_dbos.remote",
-                      "helix_dbos.subagents", "helix_dbos.tools", "helix_dbos.types"}
+                      "helix_dbos.subagents", "helix_dbos.tools", "helix_dbos.toolsets", "helix_dbos.types"}
     for name, module in helix_dbos._EXPORTS.items():
         assert module in public_modules or module.split(".")[1].startswith("_"), (name, module)
     top = {p.stem for p in (ROOT / "helix_dbos").iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
     public = {m for m in top if not m.startswith("_")}
-    assert public == {"admin", "agents", "answers", "companions", "demo", "errors", "events", "llm", "observability",
-                      "orchestration", "remote", "server", "sse", "state", "subagents", "tools", "types"}
+    assert public == {"admin", "agents", "answers", "companions", "demo", "errors", "events", "llm", "mcp", "memory",
+                      "observability", "orchestration", "remote", "server", "sse", "state", "subagents", "tools",
+                      "toolsets", "types"}
+
+
+def test_mcp_toolsets_live_in_their_own_module() -> None:
+    """``helix_dbos.mcp`` (the ``mcp`` extra) holds the MCP toolset; importing helix_dbos,
+    or naming its exports, never imports the MCP SDK."""
+    import subprocess
+    import sys
+
+    import helix_dbos.mcp
+
+    assert helix_dbos.mcp.__all__ == [
+        "Backoff", "MCPArguments", "MCPServerError", "MCPTool", "MCPToolError", "MCPToolset", "ToolsetRun",
+    ]
+    assert helix_dbos.mcp.ToolsetRun is helix_dbos.ToolsetRun
+    probe = "import sys, helix_dbos; [getattr(helix_dbos, n) for n in helix_dbos.__all__]; print('mcp' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"

@@ -6,10 +6,10 @@ list" is not observable from outside except by timing (see scripts/bench_state.p
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from helix_dbos.state import StateTracker, StateValidationError
 
@@ -132,3 +132,38 @@ def test_negative_zero_is_a_change() -> None:
     tracker.update(lambda draft: draft.__setitem__("x", -0.0))
 
     assert [str(write["value"]) for write in tracker.get_step_writes()] == ["-0.0"]
+
+
+class Counted(BaseModel):
+    """A state schema that counts how often a whole state is checked against it."""
+
+    notes: list[str] = []
+    checked: ClassVar[list[int]] = []
+
+    @model_validator(mode="after")
+    def count(self) -> Counted:
+        Counted.checked.append(len(self.notes))
+        return self
+
+
+def test_trackers_started_from_one_snapshot_check_it_once() -> None:
+    """A step's parallel tools start from one snapshot of the state: it is checked
+    against the schema once, not once per tool; each tool's updates are checked."""
+    Counted.checked.clear()
+    start = StateTracker({"notes": ["a"]}).get_state()
+
+    tools = [StateTracker(start, array_delta_mode=True, schema=Counted) for _ in range(3)]
+    assert Counted.checked == [1]
+
+    tools[0].update(lambda draft: draft.notes.append("b"))
+    assert Counted.checked == [1, 2]
+    again = StateTracker(tools[0].get_state(), schema=Counted)  # a tracker's own state matches its schema
+    assert again.get_state() == {"notes": ["a", "b"]} and Counted.checked == [1, 2]
+
+
+def test_a_snapshot_that_does_not_match_is_refused_by_every_tracker_started_from_it() -> None:
+    start = StateTracker({"notes": "not a list"}).get_state()
+
+    for _ in range(2):
+        with pytest.raises(StateValidationError, match="state does not match Counted"):
+            StateTracker(start, schema=Counted)

@@ -584,3 +584,14 @@ def test_seed_complete_example_submit_analysis():
     assert ctx.events == [ToolEvent(type="analysis_saved", data={"id": "agent-1"})]
     assert tracker.state == {"lastSavedId": "agent-1"}
     assert resolve_finish_with([low, good]).output == good.output
+
+
+def test_the_openai_request_gets_its_own_copy_of_a_tools_schema() -> None:
+    """An agent's tool specs are shared by its model calls: what goes to litellm is a copy."""
+    from helix_dbos.llm.openai_format import to_openai_tools
+
+    spec = define_tool("lookup", "Look up", SearchInput, execute=lambda a, ctx: {}).spec()
+    [sent] = to_openai_tools([spec], strict_names=set())
+    sent["function"]["parameters"]["properties"].clear()
+
+    assert spec.parameters["properties"]

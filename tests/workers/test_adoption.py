@@ -88,11 +88,29 @@ def repeated_only_where_cut(url: str, cut_pid: int | None) -> int:
     return twice
 
 
-def workers_json(url: str) -> list[dict]:
-    done = subprocess.run([sys.executable, "-c", CLI, "workers", "--json"], capture_output=True, text=True,
+def cli(url: str, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True,
                           env={**os.environ, "HELIX_DATABASE_URL": url}, timeout=60)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return done.stdout
+
+
+def workers_json(url: str) -> list[dict]:
+    return json.loads(cli(url, "workers", "--json"))
+
+
+def says_adopted(url: str, sid: str, dead: str, adopter: str) -> None:
+    """``helix-dbos show`` and ``tail`` of ``sid`` say its run 1 was adopted by
+    ``adopter`` after worker ``dead`` died, and ``show --json`` records it."""
+    words = f"adopted by {adopter} at "
+    shown = [line.strip() for line in cli(url, "show", sid).splitlines() if "adopted by" in line]
+    assert len(shown) == 1 and shown[0].startswith(f"run 1 {words}") and shown[0].endswith(
+        f"after worker {dead} died"), shown
+    tailed = [line.split() for line in cli(url, "tail", sid, "--no-follow").splitlines() if "adopted by" in line]
+    assert [line[:4] for line in tailed] == [["run", "1", "adopted", "adopted"]] and tailed[0][-1] == "died", tailed
+    [run] = json.loads(cli(url, "show", sid, "--json"))["runs"]
+    assert [(a["from_executor"], a["from_status"], a["adopted_by"]) for a in run["adoptions"]] == [
+        (dead, "dead", adopter)], run
 
 
 def test_a_drained_worker_finishes_its_runs_and_strands_nothing(url: str, procs: list[Proc]):
@@ -152,6 +170,11 @@ def test_a_killed_worker_s_runs_are_adopted(url: str, procs: list[Proc], comes_b
     survivors = [b] + ([again] if comes_back else [])
     adopters = [p for p in survivors if any(line == f"adopted {RUNS // 2} runs of executor {a_id}" for line in p.lines)]
     assert len(adopters) == 1, [p.lines for p in survivors]
+    cut = sorted({sid for sid, executions in tool_runs(url).items() if (a.pid, False) in executions})
+    assert len(cut) == RUNS // 2
+    says_adopted(url, cut[0], a_id, adopters[0].listening())
+    kept = sorted(set(tool_runs(url)) - set(cut))[0]  # B's own run was never adopted
+    assert "adopted" not in cli(url, "show", kept) and json.loads(cli(url, "show", kept, "--json"))["runs"][0]["adoptions"] == []
 
 
 def test_a_frozen_worker_is_adopted_and_fenced_when_it_wakes(url: str, procs: list[Proc]):
@@ -227,7 +250,9 @@ def test_runs_of_another_version_wait_for_a_worker_of_their_version(url: str, pr
         time.sleep(2)  # two of the newer worker's rounds
         dead = {w["executor_id"]: w for w in workers_json(url)}[a_id]
         assert dead["status"] == "dead" and dead["pending_runs"] == 2, dead
-        assert dead["note"] == f"its runs wait for a live worker of version {dead['application_version']}", dead
+        assert dead["note"] == (
+            f"died (its lease expired); its 2 runs wait for a live worker of version {dead['application_version']}"
+        ), dead
         same = start_worker(url, concurrency=2, work_seconds=TOOL_SECONDS, env={**short, "HELIX_SCALEOUT_VERSION": "1"})
         procs.append(same)
         same_id = same.listening()

@@ -57,7 +57,7 @@ def test_a_worker_with_a_hung_tool_resumes_after_an_abort_and_exits_on_sigterm(m
             run = enqueuer.enqueue("hung-agent", "go", session_id="hung-session")
             wait_until(lambda: (tmp_path / "entered").exists(), "the worker to enter the hung tool")
 
-            assert admin.cancel(url, "hung-session", reason="it hangs").changed
+            assert admin.abort(url, "hung-session", reason="it hangs").changed
             assert session_status(url, "hung-session") == "aborted"
             resumed = admin.resume(url, "hung-session")
             assert (resumed.run, resumed.status) == (1, "active")

@@ -204,8 +204,8 @@ def test_execute_with_a_queue_enqueues_and_the_rate_limit_holds(executor):
     register_queue(QueueSettings(name=name, rate_limit=RateLimit(limit=2, period=1.0), polling_interval_sec=0.02))
     try:
         handles = [executor.execute(agent, "hi", session_id=f"{name}-{i}", queue=name, priority=i + 1) for i in range(4)]
-        with pytest.raises(SessionBusyError):
-            executor.execute(agent, "again", session_id=f"{name}-0", queue=name)
+        with pytest.raises(SessionBusyError):  # the last to run: under the rate limit it waits a second in the queue
+            executor.execute(agent, "again", session_id=f"{name}-3", queue=name)
         assert [h.result(timeout=20).status for h in handles] == ["completed"] * 4
         rows = [DBOS.get_workflow_status(h.workflow_id) for h in handles]
         assert [(s.queue_name, s.priority) for s in rows] == [(name, i + 1) for i in range(4)]

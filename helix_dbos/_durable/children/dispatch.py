@@ -44,8 +44,8 @@ async def run_children(
 ) -> list[ToolResultMessage]:
     """Run each call's child to its end; their results. ``subagent_start`` is streamed
     before a child starts, its ``subagent_finish`` and tool result when it ends; the
-    child's own events reach the parent's stream as the child writes them (the trigger
-    ``helix.relay_child_events``).
+    child's own events reach the parent's stream as the child writes them
+    (``helix.relay_to_parent``).
 
     While children run the parent waits for them: ``on_agent_suspended("awaiting_children",
     call ids)`` fires before the first starts, ``on_agent_resumed("awaiting_children")``

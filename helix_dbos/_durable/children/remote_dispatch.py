@@ -112,9 +112,9 @@ async def remote_result(spec: RemoteSubAgentSpec, child: str, parent: str, run: 
                 except (httpx.TransportError, RemoteUnavailable, json.JSONDecodeError):
                     await asyncio.sleep(RETRY_SECONDS)
                     continue
-                if status.get("status") not in (*ACTIVE_STATUSES, "starting"):
+                if status.get("status") not in ACTIVE_STATUSES:
                     return {"status": status["status"], "output": status.get("output"), "error": status.get("error")}
-                await asyncio.sleep(RETRY_SECONDS)  # a run still starting: its stream is not open yet
+                await asyncio.sleep(RETRY_SECONDS)
         finally:
             watch.cancel()
 

@@ -7,4 +7,6 @@
                        its lifetime (a deadline, interrupt, abort)
     watch.py           the thread that tells running calls their run was interrupted or aborted
     held_outcomes.py   outcomes held in memory until DBOS saves their steps' checkpoints
+    attempts.py        each attempt at a call recorded; a run that lost max_worker_losses
+                       workers with the same call in flight fails instead of running it again
 """

@@ -3,7 +3,8 @@ lifetime there: a deadline, interrupt and abort.
 
 The tool step validates the call's input, runs the tool and records its state writes. A
 tool that raises, times out or gets invalid input becomes an error result the model sees
-(self-healing).
+(self-healing). A tool that raises is also logged (``tool.failed``, with its traceback),
+and its result names the exception's class (``KeyError: 'user_id'``, ``error_type``).
 
 The step waits for the tool body until the first of: the body ends, the call's
 ``timeout`` passes, or its run is interrupted or aborted (:class:`RunWatch`). Each sets
@@ -22,7 +23,9 @@ returns is held until DBOS saves the step's checkpoint and recorded only if DBOS
 to: ``held_outcomes.py``.) A step that finds its call's outcome recorded returns it
 without running the tool: a tool that finished is never run again by a resume of its
 run. A body still running in this process when its step runs again (an abort, then
-``helix-dbos resume``) is joined, not started twice::
+``helix-dbos resume``) is joined, not started twice. A call the run already lost
+``max_worker_losses`` workers to is not started again: the run fails
+(``attempts.py``)::
 
     checkpoint = await DBOS.run_step_async({"name": "tool:search"}, run_tool, job)
 """
@@ -41,11 +44,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helix_dbos._durable.hooks import fire_hook
-from helix_dbos._durable.payloads import CallKey, ToolJob, ToolOutcome, call_digest, tool_checkpoint
+from helix_dbos._durable.payloads import CallKey, ToolJob, ToolOutcome, tool_checkpoint
 from helix_dbos._durable.runtime import current_runtime
 from helix_dbos._durable.streaming import LiveState
+from helix_dbos._durable.tool_execution.attempts import begin_attempt
 from helix_dbos._durable.tool_execution.watch import RunWatch
 from helix_dbos.events import CustomEvent
+from helix_dbos.memory.context import ToolMemory
+from helix_dbos._logs import EventLog
 from helix_dbos.observability import points as observe
 from helix_dbos.state import StateTracker
 from helix_dbos._store.records import RecordedOutcome
@@ -75,10 +81,10 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
     (``helix_dbos._text``).
     """
     runtime = current_runtime()
-    agent = runtime.agent(job.agent_name)
+    agent = runtime.run_agent(job.agent_name, job.session_id, job.run)
     tool = agent.get_tool(job.call.name)
     assert tool is not None, "the loop only schedules known tools"
-    key = (job.session_id, job.step, job.call.id, call_digest(job.call))
+    key = job.key
     if job.ran_before:
         earlier = await asyncio.to_thread(runtime.recorded_tool_outcome, *key)
         if earlier is not None:
@@ -90,14 +96,18 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
 
     tracker = StateTracker(job.base_state, array_delta_mode=True, schema=agent.state_schema)
     live = LiveState(tracker, runtime.deltas, job.session_id, job.run, job.step, job.call.id, tool.name)
-    ctx = ToolContext(job.session_id, job.call.id, agent.name, job.step, live, emit=emit)
-    call = ToolCall(tool, job.call, ctx, tracker, key, events)
+    memory = ToolMemory(runtime.engine, runtime.embedder, job.session_id, job.call.id)
+    ctx = ToolContext(job.session_id, job.call.id, agent.name, job.step, live, emit=emit, memory=memory)
+    call = ToolCall(tool, job.call, ctx, tracker, key, events, run=job.run, log=runtime.log)
     try:
         if job.call.parse_error is not None:
             raise ValueError(f"Invalid arguments for tool '{tool.name}': {job.call.parse_error}")
         tool_input = tool.parse_input(job.call.arguments)
     except Exception as exc:
-        return tool_checkpoint(call.failed(exc))
+        refused = call.failed(exc)
+        observe.tool_call_refused(tool.name, job.call.id, refused.error or "")
+        return tool_checkpoint(refused)
+    await asyncio.to_thread(begin_attempt, runtime, job, agent, tool.name)  # or ToolCallLostError: the run fails
     await fire_hook(agent.hooks, "before_tool", job.call, ctx)
 
     def recorded(outcome: ToolOutcome) -> RecordedOutcome:
@@ -112,6 +122,7 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
     with observe.tool_call(tool.name, job.call.id, job.call.arguments) as ended:
         outcome = await run_call(call, tool_input, agent.timeout_of(tool), runtime.run_watch, job.run, record)
         ended(outcome)
+    live.done()
     if outcome.writes:
         await fire_hook(agent.hooks, "on_state_change", tracker.get_state(), ctx)
     checkpoint = recorded(outcome)
@@ -131,6 +142,9 @@ class ToolCall:
     key: CallKey
     events: list[dict[str, Any]]
     """The custom events the body emitted (``ctx.emit`` appends to this list)."""
+    run: int = 0
+    log: EventLog = field(default_factory=EventLog)
+    """Where a body that raised is logged (``tool.failed``)."""
     started: float = field(default_factory=time.perf_counter)
     _settling: threading.Lock = field(default_factory=threading.Lock)
     _ended: bool = False
@@ -162,11 +176,25 @@ class ToolCall:
             result = self.tool.dump_output(value)
         except Exception as exc:
             return self.failed(exc)
-        return self._outcome(success=True, result=result, writes=list(self.tracker.get_step_writes()))
+        memory = [w.model_dump(mode="json") for w in self.ctx.memory_writes]
+        return self._outcome(success=True, result=result, writes=list(self.tracker.get_step_writes()), memory=memory)
 
     def failed(self, exc: BaseException) -> ToolOutcome:
-        """The outcome of a call that raised (or got invalid input): an error the model sees."""
+        """The outcome of a call whose input or output does not fit its tool's schema: an
+        error the model sees."""
         return self._outcome(success=False, error=str(exc) or type(exc).__name__)
+
+    def raised(self, exc: BaseException) -> ToolOutcome:
+        """The outcome of a body that raised ``exc``: an error the model sees, with the
+        exception's class (``KeyError: 'user_id'``), and an error event on the log with
+        the traceback (call it where ``exc`` is being handled)."""
+        kind = type(exc).__name__
+        outcome = self._outcome(success=False, error=f"{kind}: {exc}" if str(exc) else kind, error_type=kind)
+        self.log.error(
+            "tool.failed", exc_info=True, session_id=self.ctx.session_id, run=self.run, step=self.key[1],
+            tool_call_id=self.call.id, tool=self.tool.name, error_type=kind, error=outcome.error,
+        )
+        return outcome
 
     def stopped(self, reason: AbortReason, timeout: float | None) -> ToolOutcome:
         """The outcome of a call the step stopped waiting for."""
@@ -250,7 +278,7 @@ async def _run_async(call: ToolCall, tool_input: Any, record: Recorder) -> ToolO
     try:
         outcome = call.returned(await call.tool.run(tool_input, call.ctx))
     except Exception as exc:
-        outcome = call.failed(exc)
+        outcome = call.raised(exc)
     if call.ended():
         await asyncio.to_thread(_record, record, outcome)
     return outcome
@@ -265,7 +293,7 @@ def _run_sync(call: ToolCall, tool_input: Any, record: Recorder, ending: concurr
                 value = asyncio.run(_awaited(value))
             outcome = call.returned(value)
         except Exception as exc:
-            outcome = call.failed(exc)
+            outcome = call.raised(exc)
         if call.ended():
             _record(record, outcome)
         ending.set_result(outcome)

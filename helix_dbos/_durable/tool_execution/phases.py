@@ -14,10 +14,11 @@ from typing import Any
 
 from dbos import DBOS
 
-from helix_dbos._durable.payloads import ToolOutcome, call_digest, tool_outcome
+from helix_dbos._durable.payloads import ToolJob, ToolOutcome, tool_outcome
 from helix_dbos._durable.run_scope import RunScope
 from helix_dbos._durable.runtime import current_runtime
 from helix_dbos._durable.streaming import StepEvents, outcome_events
+from helix_dbos._durable.tool_execution.attempts import record_attempts
 from helix_dbos._durable.tool_execution.call import run_tool
 from helix_dbos.types import FINISH_TOOL_NAME, SUB_AGENT_TOOL_PREFIX, ParsedSubAgentCall, ParsedToolCall
 
@@ -55,43 +56,44 @@ def classify(scope: RunScope, calls: list[ParsedToolCall]) -> Classified:
     return found
 
 
-def start_parallel(
+async def start_parallel(
     scope: RunScope, step_no: int, calls: list[ParsedToolCall], base_state: Any, events: StepEvents
-) -> Awaitable[list[ToolOutcome]]:
-    """Start calls concurrently under the agent's cap; their step ids are reserved now, in call order."""
+) -> list[ToolOutcome]:
+    """Run calls concurrently under the agent's cap; their step ids are reserved first, in
+    call order. When they all start at once in the run's first execution, their attempts
+    are recorded first, together (``record_attempts``)."""
     reservations = [DBOS.reserve_step() for _ in calls]
-    limit = asyncio.Semaphore(max(1, scope.agent.max_tool_concurrency))
+    cap = max(1, scope.agent.max_tool_concurrency)
+    together = scope.first_execution and 1 < len(calls) <= cap
+    jobs = [scope.job(step_no, call, base_state, attempt_recorded=together) for call in calls]
+    if together:
+        await asyncio.to_thread(record_attempts, current_runtime(), jobs)
+    limit = asyncio.Semaphore(cap)
 
-    async def run_one(reservation: Any, call: ParsedToolCall) -> ToolOutcome:
+    async def run_one(reservation: Any, job: ToolJob) -> ToolOutcome:
         async with limit:
-            return await _checkpointed(scope, step_no, call, reservation.run_async, base_state, events)
+            return await _checkpointed(job, reservation.run_async, events)
 
-    return asyncio.gather(*(run_one(r, call) for r, call in zip(reservations, calls)))
+    return list(await asyncio.gather(*(run_one(r, job) for r, job in zip(reservations, jobs))))
 
 
 async def run_tool_step(
     scope: RunScope, step_no: int, call: ParsedToolCall, base_state: Any, events: StepEvents
 ) -> ToolOutcome:
     """One tool, as one DBOS step, now."""
-    return await _checkpointed(scope, step_no, call, DBOS.run_step_async, base_state, events)
+    return await _checkpointed(scope.job(step_no, call, base_state), DBOS.run_step_async, events)
 
 
-async def _checkpointed(
-    scope: RunScope,
-    step_no: int,
-    call: ParsedToolCall,
-    run_step: Callable[..., Awaitable[Any]],
-    base_state: Any,
-    events: StepEvents,
-) -> ToolOutcome:
+async def _checkpointed(job: ToolJob, run_step: Callable[..., Awaitable[Any]], events: StepEvents) -> ToolOutcome:
     """The call's tool step, run with ``run_step``; its outcome is recorded when DBOS does
     not save the step's checkpoint (``_durable/tool_execution/held_outcomes.py``). Its events (what the tool
     emitted, then its result) are published once the checkpoint is saved, so the stream
     holds the checkpointed outcome, never one a crash made the step run again for."""
-    key = (scope.session_id, step_no, call.id, call_digest(call))
+    call = job.call
+    key = job.key
     held = current_runtime().outcomes
     try:
-        checkpoint = await run_step({"name": f"tool:{call.name}"}, run_tool, scope.job(step_no, call, base_state))
+        checkpoint = await run_step({"name": f"tool:{call.name}"}, run_tool, job)
     except BaseException:
         held.unsaved(key)  # rare (an aborted run): a blocking insert, on the loop
         raise

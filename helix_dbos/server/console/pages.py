@@ -12,8 +12,10 @@ Starlette's thread pool.
 
 A session's page reads the session when it renders. An answered call stays pending, and
 the session ``awaiting_*``, until the run has settled the step: the page shows where
-such an answer is (``received.py``), and its live tail (``tail.py``) brings the status
-up to date without a reload.
+such an answer is (``received.py``). The session page and the inbox stay current without
+a reload: their live streams (``tail.py``, ``inbox.py``) say when what they show has
+changed, and the page fetches itself again (through the same access checks) and swaps
+the sections that differ.
 """
 
 from __future__ import annotations
@@ -36,11 +38,14 @@ from helix_dbos._client.commands import SessionDetail
 from helix_dbos._client.executor import DBOSAgentExecutor
 from helix_dbos.errors import HelixError, InvalidToolResultError
 from helix_dbos.server.console.csrf import FIELD, CsrfGuard
+from helix_dbos.server.console.inbox import inbox_frames, inbox_mark, waiting_calls
 from helix_dbos.server.console.received import Received, call_notes, received_answers, status_note
-from helix_dbos.server.console.tail import tail_frames
-from helix_dbos.server.routes import require_known
+from helix_dbos.server.console.tail import page_mark, tail_frames
+from helix_dbos.server.access import NOBODY, access
+from helix_dbos.server.json_body import parse_json
 from helix_dbos.sse import resume_from
 from helix_dbos._store import async_reads
+from helix_dbos._store.tool_servers import tool_servers_async
 from helix_dbos._store.records import SessionRecord
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
 
@@ -115,16 +120,30 @@ async def on_csrf_rejected(request: Request, exc: Exception) -> Response:
 
 
 async def inbox(request: Request) -> Response:
-    return render(request, "inbox.html", **await _executor(request).live().with_connection(_inbox))
+    owner = await access(request).list_owner(request)
+    if owner is NOBODY:
+        return render(request, "inbox.html", calls=[], agents={}, servers={}, mark=inbox_mark([]))
+    return render(request, "inbox.html", **await _executor(request).live().with_connection(lambda conn: _inbox(conn, owner or None)))
 
 
-async def _inbox(conn: AsyncConnection[Any]) -> dict[str, Any]:
-    """The calls waiting for a person: pending ones not answered yet."""
-    pending = await async_reads.list_pending(conn)
-    answered = await received_answers(conn, pending)
-    calls = [call for call in pending if (call.session_id, call.tool_call_id) not in answered]
-    agents = {sid: await _agent_of(conn, sid) for sid in {call.session_id for call in calls}}
-    return {"calls": calls, "agents": agents}
+async def _inbox(conn: AsyncConnection[Any], owner: str | None) -> dict[str, Any]:
+    """The calls waiting for a person (``inbox.py``), their sessions' agents and the MCP
+    servers of their tools."""
+    calls = await waiting_calls(conn, owner)
+    sessions = {call.session_id for call in calls}
+    agents = {sid: await _agent_of(conn, sid) for sid in sessions}
+    servers = {sid: await tool_servers_async(conn, sid) for sid in sessions}
+    return {"calls": calls, "agents": agents, "servers": servers, "mark": inbox_mark(calls)}
+
+
+async def inbox_events(request: Request) -> Response:
+    """The inbox's live stream as SSE (``inbox.py``): ``changed`` when its calls change;
+    204 for a principal whose inbox is always empty."""
+    owner = await access(request).list_owner(request)
+    if owner is NOBODY:
+        return Response(status_code=204)
+    frames = inbox_frames(_executor(request).live(), owner or None, request.query_params.get("mark"))
+    return StreamingResponse(frames, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
 async def _agent_of(conn: AsyncConnection[Any], session_id: str) -> str:
@@ -137,12 +156,16 @@ async def sessions(request: Request) -> Response:
     if status is not None and status not in STATUSES:
         status = None
 
-    found = await _executor(request).live().sessions(limit=200, status=status)
+    owner = await access(request).list_owner(request)
+    found = [] if owner is NOBODY else await _executor(request).live().sessions(limit=200, status=status, owner=owner or None)
     return render(request, "sessions.html", sessions=found, status=status, statuses=STATUSES)
 
 
 async def workers(request: Request) -> Response:
-    """Every process that runs agents, with its lease's status and its PENDING runs."""
+    """Every process that runs agents, with its lease's status and its PENDING runs
+    (for a principal ``authorize`` lets ``operate``)."""
+    if not await access(request).allows(request, "operate", None):
+        return render(request, "missing.html", status_code=404, message="no such page")
     found = await run_in_threadpool(admin.list_workers, _executor(request).database_url)
     return render(request, "workers.html", workers=found)
 
@@ -155,6 +178,7 @@ async def session(request: Request, error: str | None = None, entered: dict[str,
         return detail, await received_answers(conn, detail.pending, known={session_id: detail.answers})
 
     try:
+        await access(request).session(request, _executor(request).live(), session_id, "read")
         detail, received = await _executor(request).live().with_connection(read)
     except HelixError as exc:
         return render(request, "missing.html", status_code=404, message=str(exc))
@@ -163,33 +187,37 @@ async def session(request: Request, error: str | None = None, entered: dict[str,
         active=detail.session.status in ACTIVE_STATUSES, error=error, entered=entered or {}, received=received,
         notes=call_notes(session_id, detail.pending, received, detail.runs), tool_names=_tool_names(detail),
         status_note=status_note(session_id, detail.pending, received, detail.runs),
+        mark=page_mark(detail.session, detail.runs, detail.pending, len(detail.answers)),
     )
 
 
 def _tool_names(detail: SessionDetail) -> dict[str, str]:
-    """The tool of each call the session's model made, by call id."""
-    return {
-        call["id"]: call["name"] for entry in detail.transcript for call in entry.message.get("tool_calls") or []
-    }
+    """The tool of each call the session's model made, by call id: from the transcript,
+    and from the pending calls (whose step may not be in the transcript yet)."""
+    names = {call.tool_call_id: call.tool_name for call in detail.pending if call.session_id == detail.session.session_id}
+    for entry in detail.transcript:
+        names.update((call["id"], call["name"]) for call in entry.message.get("tool_calls") or [])
+    return names
 
 
 def _tree(detail: Any) -> list[tuple[int, SessionRecord]]:
     """The sub-agent sessions, depth first, with their depth under this session."""
-    depth = {detail.session.id: 0}
+    depth = {detail.session.session_id: 0}
     tree = []
     for child in detail.children:
-        depth[child.id] = depth.get(child.parent_session_id or "", 0) + 1
-        tree.append((depth[child.id], child))
+        depth[child.session_id] = depth.get(child.parent_session_id or "", 0) + 1
+        tree.append((depth[child.session_id], child))
     return tree
 
 
 async def events(request: Request) -> Response:
-    """The page's live tail as SSE: log lines and status changes (``tail.py``; resumes with Last-Event-ID)."""
+    """The page's live stream as SSE: log lines and ``changed`` when its sections change
+    (``tail.py``; resumes with Last-Event-ID)."""
     session_id = request.path_params["session_id"]
     from_seq = resume_from(request.headers.get("last-event-id"))
     live = _executor(request).live()
-    await require_known(live, session_id)
-    frames = tail_frames(live, session_id, from_seq)
+    await access(request).session(request, live, session_id, "read")
+    frames = tail_frames(live, session_id, from_seq, request.query_params.get("mark"))
     return StreamingResponse(frames, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
@@ -205,6 +233,7 @@ async def answer(request: Request) -> Response:
     except ValueError as exc:
         return await _again(request, form, session_id, f"{call_id}: {exc}")
     try:
+        await access(request).session(request, _executor(request).live(), session_id, "answer")
         outcome = await run_in_threadpool(_executor(request).submit_tool_result, session_id, reply)
     except InvalidToolResultError as exc:
         return await _again(request, form, session_id, str(exc))
@@ -222,7 +251,7 @@ def _answer_of(form: dict[str, str], call_id: str, approver: str) -> ToolAnswer:
         return ApprovalResponse(tool_call_id=call_id, approved=action == "approve", reason=reason, approver=approver)
     if action == "result":
         try:
-            return ClientToolResult(tool_call_id=call_id, result=json.loads(form.get("result", "")))
+            return ClientToolResult(tool_call_id=call_id, result=parse_json(form.get("result", "")))
         except json.JSONDecodeError as exc:
             raise ValueError(f"the result is not JSON ({exc})") from None
     if action == "error":
@@ -266,6 +295,7 @@ async def control(request: Request) -> Response:
         raise HelixError(f"unknown action {action!r}")
 
     try:
+        await access(request).session(request, executor.live(), session_id, "write" if action == "resume" else "stop")
         if action == "interrupt":
             asked = await executor.interrupt_async(session_id)
             message = "Interrupt requested." if asked else "The session has no run in progress."

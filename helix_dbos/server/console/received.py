@@ -12,8 +12,8 @@ Answering a call records the answer at once, but the call stays pending, and its
 
 The session page shows each answered call with a note from :func:`call_notes` and, when
 every call its session waits for is answered, a note beside its stale status from
-:func:`status_note`; its live tail marks a call settled when the call's ``tool_result``
-arrives. Everything here reads what :func:`~helix_dbos._client.commands.session_detail`
+:func:`status_note`; once the run has settled the step, the page (kept current by its
+live stream) lists the call among the answers instead. Everything here reads what :func:`~helix_dbos._client.commands.session_detail`
 read already (the pending calls and the runs with their DBOS workflow's status), and
 the answers (``async_reads.answers``, one read per session not read yet).
 """

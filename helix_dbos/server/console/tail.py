@@ -1,5 +1,5 @@
-"""The session page's live tail: the session's events as log lines, and its status each
-time it changes, as Server-Sent Events.
+"""The session page's live stream: the session's events as log lines, and a ``changed``
+frame each time what the page shows has changed, as Server-Sent Events.
 
 Each event of the durable stream becomes one ``line`` frame (``id: <seq>``, so the
 browser resumes with ``Last-Event-ID``) that says what happened in the words of
@@ -7,50 +7,85 @@ browser resumes with ``Last-Event-ID``) that says what happened in the words of
 
     id: 7
     event: line
-    data: {"seq":7,"run":1,"step":2,"at":"09:41:07","type":"tool_result","text":"lookup [c1]: ok","taken":"c1"}
+    data: {"seq":7,"run":1,"step":2,"at":"09:41:07","type":"tool_result","text":"lookup [c1]: ok"}
 
-``taken`` is the id of the call whose result this is: the page then marks that call,
-which it showed with its answer, as settled by the run. Each time the tail has caught
-up with the stream it reads the session's status and sends a ``status`` frame when it
-differs from the last one sent (``{"status": "completed"}``), so the page's status
-follows the run without a reload.
+Each time the tail has caught up with the stream, and after each quiet spell
+(``CHECK_SECONDS``), it reads the session's :func:`page_mark` and sends ``changed``
+(``{"status": "completed"}``) when it differs from the last one sent (or from the one of
+the page that opened the stream, its ``mark``): the page then fetches itself again and
+swaps the sections that changed (``base.html``), so its counts, transcript, state, runs,
+pending calls, answers and buttons follow the run without a reload. The quiet-spell
+check catches what writes no event: an answer another operator gave, a run's DBOS
+workflow ending after its last event.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from psycopg import AsyncConnection
 from pydantic import ValidationError
 
-from helix_dbos._client.live import CAUGHT_UP, IDLE, LiveStreams
+from helix_dbos._client.live import IDLE, LiveStreams
 from helix_dbos.events import compact
 from helix_dbos.sse import KEEPALIVE
-from helix_dbos._store.records import EventRecord
+from helix_dbos._store import async_reads
+from helix_dbos._store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord
 
-KEEPALIVE_SECONDS = 15.0
+CHECK_SECONDS = 5.0
+"""How long the stream stays quiet before it looks at the session again (and sends a keep-alive)."""
 
 
-async def tail_frames(live: LiveStreams, session_id: str, from_seq: int) -> AsyncIterator[str]:
-    """The session's events from ``from_seq`` as ``line`` frames, a ``status`` frame each
-    time its status has changed, and a keep-alive comment after each quiet spell. Never ends."""
-    shown: str | None = None
-    stream = live.follow(session_id, from_seq, until_run_end=False, heartbeat=KEEPALIVE_SECONDS, marks=True)
+async def tail_frames(live: LiveStreams, session_id: str, from_seq: int, shown: str | None = None) -> AsyncIterator[str]:
+    """The session's events from ``from_seq`` as ``line`` frames, a ``changed`` frame each
+    time the page's sections have changed (from ``shown``, the :func:`page_mark` of the
+    page the browser has), and a keep-alive comment after each quiet spell. Never ends."""
+    stream = live.follow(session_id, from_seq, until_run_end=False, heartbeat=CHECK_SECONDS, marks=True)
     async for item in stream:
+        if isinstance(item, EventRecord):
+            yield _frame("line", line_of(item), seq=item.seq)
+            continue
         if item is IDLE:
             yield KEEPALIVE
-        elif item is CAUGHT_UP:
-            row = await live.session_row(session_id)
-            if row is not None and row.status.value != shown:
-                shown = row.status.value
-                yield _frame("status", {"status": shown})
-        elif isinstance(item, EventRecord):
-            yield _frame("line", line_of(item), seq=item.seq)
+        found = await live.with_connection(lambda conn: _read_mark(conn, session_id))
+        if found is not None and found[1] != shown:
+            status, shown = found
+            yield _frame("changed", {"status": status})
+
+
+def page_mark(session: SessionRecord, runs: list[RunRecord], pending: list[PendingToolCall], answers: int) -> str:
+    """What the session page shows, in short: equal marks, equal sections. It covers the
+    session's status and counters, its runs with their workflows' status and executor
+    and their adoptions, its open pending calls and how many answers it has::
+
+        mark = page_mark(detail.session, detail.runs, detail.pending, len(detail.answers))
+    """
+    shown = (
+        session.status.value, session.event_seq, session.step_count, session.run_count, session.message_count,
+        session.interrupt_requested,
+        [(r.run, r.status, r.workflow_status, r.executor_id, len(r.adoptions)) for r in runs],
+        [(c.session_id, c.tool_call_id) for c in pending],
+        answers,
+    )
+    return hashlib.sha256(repr(shown).encode()).hexdigest()[:16]
+
+
+async def _read_mark(conn: AsyncConnection[Any], session_id: str) -> tuple[str, str] | None:
+    """The session's status and :func:`page_mark` (None: no such session)."""
+    row = await async_reads.get_session_row(conn, session_id)
+    if row is None:
+        return None
+    runs = await async_reads.list_runs(conn, session_id)
+    pending = await async_reads.list_pending(conn, session_id)
+    answers = await async_reads.answers(conn, session_id)
+    return row.status.value, page_mark(row, runs, pending, len(answers))
 
 
 def line_of(record: EventRecord) -> dict[str, Any]:
-    """One event as a log line: when, where, its type, what it says, and the call it answers.
+    """One event as a log line: when, where, its type and what it says.
 
         >>> from datetime import datetime
         >>> line_of(EventRecord(session_id="s1", seq=3, run=1, step=1, type="tool_call",
@@ -65,7 +100,6 @@ def line_of(record: EventRecord) -> dict[str, Any]:
         "at": record.created_at.strftime("%H:%M:%S"),
         "type": record.type,
         "text": _summary(record),
-        "taken": record.data.get("tool_call_id") if record.type == "tool_result" else None,
     }
 
 

@@ -10,20 +10,41 @@ import {
 import { useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
 
-const chatId = location.hash.slice(1) || (location.hash = crypto.randomUUID()).slice(1);
+if (!location.hash.slice(1)) location.hash = crypto.randomUUID(); // the assignment adds the "#"
+const chatId = location.hash.slice(1);
 const saved = JSON.parse(localStorage.getItem(`chat:${chatId}`) ?? "[]");
+
+// The AI SDK's tool part states, as a person reads them.
+const TOOL_STATES = {
+  "input-streaming": "preparing",
+  "input-available": "running",
+  "approval-requested": "waiting for your approval",
+  "approval-responded": "answered",
+  "output-available": "done",
+  "output-error": "failed",
+  "output-denied": "declined",
+};
+
+// A value in words: "order_id A-42, amount 20" for an object, "A-42, B-7" for a list.
+function readable(value) {
+  if (Array.isArray(value)) return value.map(readable).join(", ");
+  if (value && typeof value === "object") return Object.entries(value).map(([k, v]) => `${k.replaceAll("_", " ")} ${readable(v)}`).join(", ");
+  return String(value ?? "");
+}
 
 function ToolPart({ part, onAnswer }) {
   return (
     <div className="tool">
-      <b>{part.type.slice(5)}</b> <code>{JSON.stringify(part.input)}</code> <i className="tool-state">{part.state}</i>
+      <b>{part.type.slice(5)}</b> <span className="tool-input">{readable(part.input)}</span>
+      {" "}<i className="tool-state">{TOOL_STATES[part.state] ?? part.state}</i>
       {part.state === "approval-requested" && (
         <span>
           {" "}<button className="approve" onClick={() => onAnswer(part.approval.id, true)}>Approve</button>
           {" "}<button className="deny" onClick={() => onAnswer(part.approval.id, false)}>Deny</button>
         </span>
       )}
-      {part.state === "output-available" && <div><code>{JSON.stringify(part.output)}</code></div>}
+      {part.state === "output-available" && <div className="tool-output">{readable(part.output)}</div>}
+      {part.state === "output-error" && <div className="tool-output">{part.errorText}</div>}
     </div>
   );
 }
@@ -47,7 +68,7 @@ function Chat() {
           {message.parts.map((part, i) => {
             if (part.type === "text") return <p key={i} className="text">{part.text}</p>;
             if (part.type.startsWith("tool-")) return <ToolPart key={i} part={part} onAnswer={answer} />;
-            if (part.type === "data-state") return <div key={i} className="state">state: {JSON.stringify(part.data)}</div>;
+            if (part.type === "data-state") return <div key={i} className="state">state: {readable(part.data)}</div>;
             return null;
           })}
         </div>
