@@ -58,7 +58,7 @@ from helix_dbos._client.streams import follow_events
 from helix_dbos._client.workflows import ClientWorkflows
 from helix_dbos._database import check_connection, validate_url
 from helix_dbos._deltas import DeltaRecord
-from helix_dbos._store import async_reads, reads
+from helix_dbos._store import reads
 from helix_dbos._store import workers as workers_store
 from helix_dbos._store.engine import create_engine
 from helix_dbos._store.migrations import check_schema
@@ -74,7 +74,6 @@ from helix_dbos._store.retention import Cutoff
 from helix_dbos._store.workers import WorkerRecord
 from helix_dbos._text import require_storable
 from helix_dbos.answers import ApprovalResponse, ClientToolResult, SubmitOutcome, ToolAnswer
-from helix_dbos.errors import HelixError
 from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos.memory import Memory, MemoryHit, MemoryStore, Namespace, SearchMode
 from helix_dbos.types import ACTIVE_STATUSES
@@ -891,7 +890,7 @@ class AsyncAdminClient:
         """
         async def read(conn: Any) -> list[RunRecord]:
             await commands.require_session_async(conn, session_id)
-            return await async_reads.list_runs(conn, session_id)
+            return await reads.list_runs_async(conn, session_id)
 
         return await (await self._reader()).with_connection(read)
 
@@ -926,7 +925,7 @@ class AsyncAdminClient:
         """
         async def read(conn: Any) -> dict[str, Any]:
             commands.require_step(await commands.require_session_async(conn, session_id), step)
-            return await async_reads.load_state(conn, session_id, step)
+            return await reads.load_state_async(conn, session_id, step)
 
         return await (await self._reader()).with_connection(read)
 
@@ -944,7 +943,7 @@ class AsyncAdminClient:
         """
         async def read(conn: Any) -> UsageSummary:
             await commands.require_session_async(conn, session_id)
-            return await async_reads.usage_summary(conn, session_id)
+            return await reads.usage_summary_async(conn, session_id)
 
         return await (await self._reader()).with_connection(read)
 
@@ -963,7 +962,7 @@ class AsyncAdminClient:
         async def read(conn: Any) -> list[PendingToolCall]:
             if session_id is not None:
                 await commands.require_session_async(conn, session_id)
-            return await async_reads.list_pending(conn, session_id)
+            return await reads.list_pending_async(conn, session_id)
 
         return await (await self._reader()).with_connection(read)
 

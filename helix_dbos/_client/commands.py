@@ -46,7 +46,7 @@ from helix_dbos.events import AbortedEvent, ForkedEvent
 from helix_dbos._logs import EventLog
 from helix_dbos.observability import metrics
 from helix_dbos.observability.tracing import trace_parent
-from helix_dbos._store import async_reads, async_writes, reads, retention, tool_servers, writes
+from helix_dbos._store import reads, retention, tool_servers, writes
 from helix_dbos._store.records import (
     AnswerRecord,
     AnswerWindow,
@@ -118,18 +118,18 @@ def session_detail(conn: sa.Connection, session_id: str) -> SessionDetail:
 
 
 async def session_detail_async(conn: psycopg.AsyncConnection[Any], session_id: str) -> SessionDetail:
-    """:func:`session_detail` over an async connection (``_store/async_reads.py``)."""
+    """:func:`session_detail` over an async connection (``_store/reads.py``, its ``_async`` twins)."""
     require_storable("session_id", session_id)
     return SessionDetail(
-        session=found_session(await async_reads.get_session_row(conn, session_id), session_id),
-        transcript=await async_reads.transcript(conn, session_id),
-        state=await async_reads.load_state(conn, session_id),
-        runs=await async_reads.list_runs(conn, session_id),
-        pending=await async_reads.list_pending(conn, session_id),
-        answers=await async_reads.answers(conn, session_id),
-        usage=await async_reads.usage_summary(conn, session_id),
-        children=await async_reads.list_descendant_sessions(conn, session_id),
-        forked_from=await async_reads.forked_from(conn, session_id),
+        session=found_session(await reads.get_session_row_async(conn, session_id), session_id),
+        transcript=await reads.transcript_async(conn, session_id),
+        state=await reads.load_state_async(conn, session_id),
+        runs=await reads.list_runs_async(conn, session_id),
+        pending=await reads.list_pending_async(conn, session_id),
+        answers=await reads.answers_async(conn, session_id),
+        usage=await reads.usage_summary_async(conn, session_id),
+        children=await reads.list_descendant_sessions_async(conn, session_id),
+        forked_from=await reads.forked_from_async(conn, session_id),
         tool_servers=await tool_servers.tool_servers_async(conn, session_id),
     )
 
@@ -502,8 +502,8 @@ async def interrupt_async(conn: psycopg.AsyncConnection[Any], session_id: str) -
     """:func:`interrupt` over an async connection, in one transaction."""
     require_storable("session_id", session_id)
     async with conn.transaction():
-        found_session(await async_reads.get_session_row(conn, session_id), session_id)
-        return any([await async_writes.request_interrupt(conn, sid) for sid in await async_reads.active_tree(conn, session_id)])
+        found_session(await reads.get_session_row_async(conn, session_id), session_id)
+        return any([await writes.request_interrupt_async(conn, sid) for sid in await reads.active_tree_async(conn, session_id)])
 
 
 def abort(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str) -> bool:
@@ -697,9 +697,9 @@ async def get_session_async(
 ) -> SessionRecord:
     """:func:`get_session` over an async connection."""
     row = require_step(await require_session_async(conn, session_id), at_step)
-    transcript = await async_reads.transcript(conn, session_id)
-    row.state = await async_reads.load_state(conn, session_id, at_step)
-    row.pending = await async_reads.list_pending(conn, session_id, include_descendants=False)
+    transcript = await reads.transcript_async(conn, session_id)
+    row.state = await reads.load_state_async(conn, session_id, at_step)
+    row.pending = await reads.list_pending_async(conn, session_id, include_descendants=False)
     row.messages = [MessageAdapter.validate_python(entry.message) for entry in transcript]
     return row
 
@@ -726,7 +726,7 @@ def latest_workflow_id(engine: sa.Engine, row: SessionRecord) -> str:
 async def require_session_async(conn: psycopg.AsyncConnection[Any], session_id: str) -> SessionRecord:
     """:func:`require_session` over an async connection."""
     require_storable("session_id", session_id)
-    return found_session(await async_reads.get_session_row(conn, session_id), session_id)
+    return found_session(await reads.get_session_row_async(conn, session_id), session_id)
 
 
 def require_session(conn: sa.Connection, session_id: str) -> SessionRecord:

@@ -53,7 +53,7 @@ from helix_dbos.errors import HelixError, SessionNotFoundError, WorkflowContextE
 from helix_dbos.llm import LLMAdapter
 from helix_dbos._logs import AnyLogger, EventLog
 from helix_dbos.observability import switch as observability
-from helix_dbos._store import async_reads, reads
+from helix_dbos._store import reads
 from helix_dbos._store.migrations import check_schema, migrate
 from helix_dbos._store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord, UsageSummary
 from helix_dbos._store.retry import recognize_lost_connections, retry_or_unavailable_async
@@ -615,7 +615,7 @@ class DBOSAgentExecutor:
 
         async def read(conn: Any) -> list[RunRecord]:
             await commands.require_session_async(conn, session_id)
-            return await async_reads.list_runs(conn, session_id)
+            return await reads.list_runs_async(conn, session_id)
 
         return await self.live().with_connection(read)
 
@@ -642,7 +642,7 @@ class DBOSAgentExecutor:
             The calls waiting for an answer.
         """
         require_storable("session_id", session_id)
-        return await self.live().with_connection(lambda conn: async_reads.list_pending(conn, session_id))
+        return await self.live().with_connection(lambda conn: reads.list_pending_async(conn, session_id))
 
     def get_usage(self, session_id: str) -> UsageSummary:
         """The session's usage, summed by source and by tool or model name.
@@ -675,7 +675,7 @@ class DBOSAgentExecutor:
 
         async def read(conn: Any) -> UsageSummary:
             await commands.require_session_async(conn, session_id)
-            return await async_reads.usage_summary(conn, session_id)
+            return await reads.usage_summary_async(conn, session_id)
 
         return await self.live().with_connection(read)
 

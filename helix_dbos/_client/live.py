@@ -2,7 +2,7 @@
 
 :class:`LiveStreams` owns, for one event loop, the process's one listening connection
 (:class:`~helix_dbos._client.notifications.Notifications`) and a small pool of async
-connections for the reads (``_store/async_reads.py``). Any number of readers share them;
+connections for the reads (``_store/reads.py``, its ``_async`` twins). Any number of readers share them;
 a reader holds a pooled connection only while it reads::
 
     live = LiveStreams(url)
@@ -28,7 +28,7 @@ from helix_dbos._client.notifications import WAKE, Notifications, Subscription
 from helix_dbos._client.streams import PAGE, take_page
 from helix_dbos._database import libpq_url
 from helix_dbos._deltas import DeltaRecord
-from helix_dbos._store import async_reads
+from helix_dbos._store import reads
 from helix_dbos._store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord
 
 IDLE: Final = "idle"
@@ -73,21 +73,21 @@ class LiveStreams:
 
     async def events_after(self, session_id: str, after_seq: int, limit: int = PAGE) -> list[EventRecord]:
         async with await self._connection() as conn:
-            return await async_reads.events_after(conn, session_id, after_seq, limit)
+            return await reads.events_after_async(conn, session_id, after_seq, limit)
 
     async def session_row(self, session_id: str) -> SessionRecord | None:
         async with await self._connection() as conn:
-            return await async_reads.get_session_row(conn, session_id)
+            return await reads.get_session_row_async(conn, session_id)
 
     async def sessions(self, limit: int = 50, status: str | None = None, owner: str | None = None) -> list[SessionRecord]:
         """Most recently updated sessions first (rows only); with ``owner``, only that owner's."""
         async with await self._connection() as conn:
-            return await async_reads.list_sessions(conn, limit, status, owner)
+            return await reads.list_sessions_async(conn, limit, status, owner)
 
     async def runs_and_pending(self, session_id: str) -> tuple[list[RunRecord], list[PendingToolCall]]:
         """The session's runs (with their workflows' status) and its open pending calls."""
         async with await self._connection() as conn:
-            return await async_reads.list_runs(conn, session_id), await async_reads.list_pending(conn, session_id)
+            return await reads.list_runs_async(conn, session_id), await reads.list_pending_async(conn, session_id)
 
     async def follow(
         self,

@@ -40,7 +40,7 @@ from helix_dbos._durable.children.dispatch import run_children
 from helix_dbos._durable.hooks import HookState, fire_hook, observe_commits, step_info, tool_calls_of
 from helix_dbos._durable.payloads import ParkedStep, RunStart, ToolOutcome, checkpoint_json, llm_output
 from helix_dbos._durable.run_scope import RunScope
-from helix_dbos._durable.runtime import current_runtime
+from helix_dbos._durable.runtime import RunContext, current_runtime
 from helix_dbos._durable.streaming import (
     StepDeltas,
     StepEvents,
@@ -125,18 +125,22 @@ class AgentLoop:
         self.llm_checkpoints: list[dict[str, Any]] = []
         self.queue: str | None = None
 
-    async def run(self, start: RunStart) -> AgentResult | ParkedStep:
+    async def run(self, start: RunStart, context: RunContext | None = None) -> AgentResult | ParkedStep:
         """Run to the end of the run, or to a step that waits for people: then the
-        :class:`ParkedStep` the run's continuation takes up (``_durable/workflow.py``)."""
+        :class:`ParkedStep` the run's continuation takes up (``_durable/workflow.py``).
+        ``context``: the transcript and state the run's first transaction read (None: read
+        them now)."""
         parked = self.scope.request.parked
         self.step_count = start.step_count
         self.first_step = start.step_count + 1
         self.queue = start.queue
         if parked is not None:
             self._restore(parked)
-        self.messages, self.state = await asyncio.to_thread(
-            current_runtime().load_run_context, self.scope.session_id, start.message_seq, start.step_count
-        )
+        if context is None:
+            context = await asyncio.to_thread(
+                current_runtime().load_run_context, self.scope.session_id, start.message_seq, start.step_count
+            )
+        self.messages, self.state = context
         while True:
             step_no = self.step_count + 1
             with observe.step(self.agent.name, step_no):

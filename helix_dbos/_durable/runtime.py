@@ -51,6 +51,10 @@ from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus
 _READ_COMMITTED: Final = "READ COMMITTED"
 
 
+RunContext = tuple[list[Message], dict[str, Any]]
+"""A run's transcript and state as of its start."""
+
+
 class AgentRuntime:
     """Agents by name, the LLM adapter, the log, and the checkpointed transactions of a run."""
 
@@ -74,7 +78,7 @@ class AgentRuntime:
         """Tool outcomes until DBOS saves their steps' checkpoints (``_durable/tool_execution/held_outcomes.py``)."""
         self.run_watch = RunWatch(self.engine)
         """Tells this process's running tools when their run is interrupted or aborted."""
-        self._began: set[str] = set()
+        self._began: dict[str, RunContext] = {}
         self._began_lock = threading.Lock()
         transaction = datasource.transaction
         self.begin_run = transaction(name="helix_begin_run", isolation_level=_READ_COMMITTED)(self._begin_run)
@@ -155,15 +159,14 @@ class AgentRuntime:
     def _connection(self) -> Any:
         return self.datasource.sql_session().connection()
 
-    def first_execution(self, workflow_id: str) -> bool:
-        """Whether ``begin_run`` of this workflow ran in this process just now rather than
+    def began_here(self, workflow_id: str) -> RunContext | None:
+        """The transcript and state ``begin_run`` (or ``continue_run``) of this workflow
+        read in its own transaction, when it ran in this process just now rather than
         returning its checkpoint: then this is the workflow's first execution, and none of
-        its later steps ran before (asked once, right after ``begin_run``)."""
+        its later steps ran before. None otherwise (the run reads them with
+        :meth:`load_run_context`). Asked once, right after ``begin_run``."""
         with self._began_lock:
-            if workflow_id in self._began:
-                self._began.remove(workflow_id)
-                return True
-            return False
+            return self._began.pop(workflow_id, None)
 
     def _begin_run(self, request: RunRequest, initial_state: dict[str, Any]) -> dict[str, Any]:
         conn = self._connection()
@@ -177,7 +180,7 @@ class AgentRuntime:
             step_count=claim.step_count, message_seq=claim.message_seq, start_seq=claim.start_seq,
             queue=placement.queue,
         )
-        self._mark_began(request.workflow_id)
+        self._mark_began(request, conn, start)
         return start.model_dump(mode="json")
 
     def _continue_run(self, request: RunRequest) -> dict[str, Any]:
@@ -193,13 +196,16 @@ class AgentRuntime:
             )
             return RunStart(refused=refused).model_dump(mode="json")
         writes.follow_run_workflow(self._connection(), request.workflow_id)
-        self._mark_began(request.workflow_id)
         start = RunStart(step_count=row["step_count"], message_seq=row["message_count"], queue=parked.queue)
+        self._mark_began(request, self._connection(), start)
         return start.model_dump(mode="json")
 
-    def _mark_began(self, workflow_id: str) -> None:
+    def _mark_began(self, request: RunRequest, conn: Any, start: RunStart) -> None:
+        """Remember the run's context, read on ``conn`` in the transaction that began it,
+        for :meth:`began_here`."""
+        context = _read_run_context(conn, request.session_id, start.message_seq, start.step_count)
         with self._began_lock:
-            self._began.add(workflow_id)
+            self._began[request.workflow_id] = context
 
     def _claim_child(self, request: RunRequest) -> str | None:
         assert request.parent_session_id is not None and request.parent_tool_call_id is not None
@@ -294,14 +300,18 @@ class AgentRuntime:
 
     # --- reads of workflow code (immutable history, so safe to repeat on replay) -------------
 
-    def load_run_context(self, session_id: str, message_seq: int, step: int) -> tuple[list[Message], dict[str, Any]]:
+    def load_run_context(self, session_id: str, message_seq: int, step: int) -> RunContext:
         """Transcript and state as of the start of a run (retried on connection faults)."""
 
-        def load() -> tuple[list[Message], dict[str, Any]]:
+        def load() -> RunContext:
             with self.engine.connect() as conn:
-                return reads.load_messages(conn, session_id, message_seq), reads.load_state(conn, session_id, step)
+                return _read_run_context(conn, session_id, message_seq, step)
 
         return retry_transient(load)
+
+
+def _read_run_context(conn: Any, session_id: str, message_seq: int, step: int) -> RunContext:
+    return reads.load_messages(conn, session_id, message_seq), reads.load_state(conn, session_id, step)
 
 
 _runtime: AgentRuntime | None = None

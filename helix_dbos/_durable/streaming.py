@@ -178,8 +178,9 @@ async def live_events_written() -> None:
 
 # --- token deltas and live state: best effort, never stored ---------------------------
 
-DELTA_FLUSH_TIMEOUT_SECONDS = 1.0
-"""How long the LLM step waits at most for its deltas to be sent."""
+DELTA_FLUSH_TIMEOUT_SECONDS = 5.0
+"""How long the LLM step waits at most for its deltas to be sent (as long as it waits for
+its events: a delta sent after the step's commit reaches no reader, which drops it)."""
 
 
 class StepDeltas:

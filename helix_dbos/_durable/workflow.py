@@ -38,7 +38,7 @@ from helix_dbos._durable.payloads import (
     waiter_workflow_id,
 )
 from helix_dbos._durable.run_scope import RunScope
-from helix_dbos._durable.runtime import current_runtime
+from helix_dbos._durable.runtime import RunContext, current_runtime
 from helix_dbos._durable.streaming import live_events_written
 from helix_dbos._durable.toolset_runs import list_toolsets, release_toolsets, with_toolset_tools
 from helix_dbos.agents import AgentConfig
@@ -72,10 +72,10 @@ async def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
     start = RunStart.model_validate(began)
     if start.refused is not None:
         return _ended(req, "failed" if req.parked is None else "aborted", start.refused)
-    first_execution = runtime.first_execution(req.workflow_id)
-    with observe.run(req, first_execution) as observed:
+    began_here = runtime.began_here(req.workflow_id)
+    with observe.run(req, began_here is not None) as observed:
         try:
-            result = await _run_loop(agent, req, start, first_execution)
+            result = await _run_loop(agent, req, start, began_here)
         except Exception as exc:  # DBOS's cancellation is a BaseException and passes through
             error = storable(f"{type(exc).__name__}: {exc}")
             bug = not isinstance(exc, ToolCallLostError)  # a bug: its traceback shown
@@ -93,15 +93,18 @@ async def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
     return result.model_dump(mode="json")
 
 
-async def _run_loop(agent: AgentConfig, req: RunRequest, start: RunStart, first_execution: bool) -> AgentResult | ParkedStep:
+async def _run_loop(
+    agent: AgentConfig, req: RunRequest, start: RunStart, began_here: RunContext | None
+) -> AgentResult | ParkedStep:
     """The run's agent loop, with the tools its toolsets listed for the run
-    (``_durable/toolset_runs.py``); what the run held of them here is let go at the end."""
+    (``_durable/toolset_runs.py``); what the run held of them here is let go at the end.
+    ``began_here``: the run's context its first transaction read, in its first execution."""
     listed = await list_toolsets(agent, req)
     run_agent = with_toolset_tools(agent, req, listed)
     try:
         with current_runtime().running(req, run_agent):
-            scope = RunScope(run_agent, req, agent_run_workflow, first_execution=first_execution, listed=listed)
-            return await AgentLoop(scope).run(start)
+            scope = RunScope(run_agent, req, agent_run_workflow, first_execution=began_here is not None, listed=listed)
+            return await AgentLoop(scope).run(start, began_here)
     finally:
         await release_toolsets(agent, req, listed)
 

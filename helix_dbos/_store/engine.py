@@ -1,15 +1,20 @@
-"""SQLAlchemy engines on psycopg 3 for reading and writing the ``helix`` schema.
+"""SQLAlchemy engines on psycopg 3 for reading and writing the ``helix`` schema, and the
+same statements for psycopg's own (async) connections.
 
     >>> engine = create_engine("postgresql://postgres@127.0.0.1:5432/app")   # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 from sqlalchemy.engine import make_url
+
+_DIALECT = psycopg_dialect.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy leaves its __init__ unannotated
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -34,3 +39,14 @@ def create_statement_engine(url: str) -> sa.Engine:
 def to_json(value: Any) -> str:
     """Compact JSON for a ``CAST(:x AS jsonb)`` parameter."""
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+@functools.lru_cache(maxsize=1024)
+def psycopg_sql(text: str) -> str:
+    """SQL written for SQLAlchemy's ``text()`` (``:name`` parameters) with psycopg's
+    ``%(name)s`` placeholders, compiled once per statement.
+
+    >>> psycopg_sql("SELECT 1 WHERE id = :id AND x LIKE 'a%'")
+    "SELECT 1 WHERE id = %(id)s AND x LIKE 'a%%'"
+    """
+    return str(sa.text(text).compile(dialect=_DIALECT))

@@ -1,4 +1,6 @@
-"""Reads of the ``helix`` schema. Every function takes an open SQLAlchemy connection.
+"""Reads of the ``helix`` schema. Every function takes an open SQLAlchemy connection; its
+``_async`` twin, where an async server needs one, takes a psycopg async connection and
+runs the same statement (compiled for psycopg once) with the same row mapping.
 
 Messages, patches and snapshots are append-only, so "the transcript before message
 ``seq``" and "the state at step ``n``" never change once written. The workflow relies
@@ -6,6 +8,8 @@ on that: it reads them outside a DBOS step and still replays deterministically.
 
     >>> with engine.connect() as conn:                      # doctest: +SKIP
     ...     state = load_state(conn, "s1", at_step=3)
+    >>> async with pool.connection() as conn:               # doctest: +SKIP
+    ...     state = await load_state_async(conn, "s1")
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ from typing import Any
 
 import jsonpatch
 import sqlalchemy as sa
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
 
 from helix_dbos._store import dbos_tables
+from helix_dbos._store.engine import psycopg_sql
 from helix_dbos._store.records import (
     AnswerRecord,
     EventRecord,
@@ -49,6 +56,13 @@ def session_num(param: str = "id") -> str:
 _SESSION_NUM = f"session_num = {session_num()}"
 
 
+async def _rows_async(conn: AsyncConnection[Any], statement: sa.TextClause, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of ``statement`` on an async connection, as dicts (the ``_async`` twins' one read)."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(psycopg_sql(statement.text), params)
+        return await cur.fetchall()
+
+
 SESSION_ROW = sa.text(f"{_SESSION_ROWS} WHERE s.id = :id")
 
 
@@ -56,6 +70,12 @@ def get_session_row(conn: sa.Connection, session_id: str) -> SessionRecord | Non
     """The session's row (no transcript or state), or None."""
     row = conn.execute(SESSION_ROW, {"id": session_id}).mappings().first()
     return SessionRecord.model_validate(dict(row)) if row else None
+
+
+async def get_session_row_async(conn: AsyncConnection[Any], session_id: str) -> SessionRecord | None:
+    """:func:`get_session_row` over an async connection."""
+    rows = await _rows_async(conn, SESSION_ROW, {"id": session_id})
+    return SessionRecord.model_validate(rows[0]) if rows else None
 
 
 def sessions_query(status: str | None, owner: str | None = None) -> sa.TextClause:
@@ -71,6 +91,14 @@ def list_sessions(
     """Most recently updated sessions first; with ``owner``, only that owner's."""
     rows = conn.execute(sessions_query(status, owner), {"status": status, "owner": owner, "limit": limit}).mappings()
     return [SessionRecord.model_validate(dict(r)) for r in rows]
+
+
+async def list_sessions_async(
+    conn: AsyncConnection[Any], limit: int = 50, status: str | None = None, owner: str | None = None
+) -> list[SessionRecord]:
+    """:func:`list_sessions` over an async connection."""
+    params = {"status": status, "owner": owner, "limit": limit}
+    return [SessionRecord.model_validate(r) for r in await _rows_async(conn, sessions_query(status, owner), params)]
 
 
 DESCENDANT_SESSIONS = sa.text(
@@ -91,6 +119,11 @@ def list_descendant_sessions(conn: sa.Connection, session_id: str) -> list[Sessi
     return [SessionRecord.model_validate(dict(r)) for r in rows]
 
 
+async def list_descendant_sessions_async(conn: AsyncConnection[Any], session_id: str) -> list[SessionRecord]:
+    """:func:`list_descendant_sessions` over an async connection."""
+    return [SessionRecord.model_validate(r) for r in await _rows_async(conn, DESCENDANT_SESSIONS, {"id": session_id})]
+
+
 ACTIVE_TREE = sa.text(
     "WITH RECURSIVE tree(num, id, depth) AS ("
     "  SELECT num, id, 0 FROM helix.sessions WHERE id = :id"
@@ -104,6 +137,11 @@ ACTIVE_TREE = sa.text(
 def active_tree(conn: sa.Connection, session_id: str) -> list[str]:
     """The session and its descendant sub-agent sessions that are running, parents first."""
     return [r[0] for r in conn.execute(ACTIVE_TREE, {"id": session_id})]
+
+
+async def active_tree_async(conn: AsyncConnection[Any], session_id: str) -> list[str]:
+    """:func:`active_tree` over an async connection."""
+    return [r["id"] for r in await _rows_async(conn, ACTIVE_TREE, {"id": session_id})]
 
 
 def load_messages(conn: sa.Connection, session_id: str, before_seq: int | None = None) -> list[Message]:
@@ -155,6 +193,16 @@ def load_state(conn: sa.Connection, session_id: str, at_step: int | None = None)
     return replay_state(snap[1], patches)
 
 
+async def load_state_async(conn: AsyncConnection[Any], session_id: str, at_step: int | None = None) -> dict[str, Any]:
+    """:func:`load_state` over an async connection."""
+    snapshots = await _rows_async(conn, STATE_SNAPSHOT, {"id": session_id, "at": at_step})
+    if not snapshots:
+        return {}
+    [snap] = snapshots
+    patches = await _rows_async(conn, STATE_PATCHES, {"id": session_id, "from": snap["step"], "at": at_step})
+    return replay_state(snap["state"], [r["patch"] for r in patches])
+
+
 def replay_state(snapshot: dict[str, Any], patches: Iterable[Any]) -> dict[str, Any]:
     """``snapshot`` with ``patches`` (RFC 6902, rows of :data:`STATE_PATCHES`) applied in order.
 
@@ -174,6 +222,16 @@ def list_runs(conn: sa.Connection, session_id: str) -> list[RunRecord]:
     if rows and dbos_schema_exists(conn):
         ids = [r["workflow_id"] for r in rows]
         workflows = [dict(w) for w in conn.execute(sa.text(dbos_tables.RUN_WORKFLOWS), {"ids": ids}).mappings()]
+    return runs_with_workflows(rows, workflows)
+
+
+async def list_runs_async(conn: AsyncConnection[Any], session_id: str) -> list[RunRecord]:
+    """:func:`list_runs` over an async connection."""
+    rows = await _rows_async(conn, RUNS, {"id": session_id})
+    workflows: list[dict[str, Any]] = []
+    if rows and await dbos_schema_exists_async(conn):
+        ids = [r["workflow_id"] for r in rows]
+        workflows = await _rows_async(conn, sa.text(dbos_tables.RUN_WORKFLOWS), {"ids": ids})
     return runs_with_workflows(rows, workflows)
 
 
@@ -238,6 +296,12 @@ def dbos_schema_exists(conn: sa.Connection) -> bool:
     return exists
 
 
+async def dbos_schema_exists_async(conn: AsyncConnection[Any]) -> bool:
+    """:func:`dbos_schema_exists` over an async connection."""
+    [row] = await _rows_async(conn, sa.text(dbos_tables.DBOS_SCHEMA_EXISTS), {})
+    return bool(next(iter(row.values())))
+
+
 TRANSCRIPT = sa.text(f"SELECT seq, run, step, message FROM helix.messages WHERE {_SESSION_NUM} ORDER BY seq")
 """The statement of :func:`transcript` (parameter ``id``)."""
 
@@ -246,6 +310,11 @@ def transcript(conn: sa.Connection, session_id: str) -> list[TranscriptEntry]:
     """Every message of the session with its place in the logs."""
     rows = conn.execute(TRANSCRIPT, {"id": session_id}).mappings()
     return [TranscriptEntry.model_validate(dict(r)) for r in rows]
+
+
+async def transcript_async(conn: AsyncConnection[Any], session_id: str) -> list[TranscriptEntry]:
+    """:func:`transcript` over an async connection."""
+    return [TranscriptEntry.model_validate(r) for r in await _rows_async(conn, TRANSCRIPT, {"id": session_id})]
 
 
 ANSWERS = sa.text(
@@ -261,6 +330,11 @@ def answers(conn: sa.Connection, session_id: str) -> list[AnswerRecord]:
     return [AnswerRecord.model_validate(dict(r)) for r in rows]
 
 
+async def answers_async(conn: AsyncConnection[Any], session_id: str) -> list[AnswerRecord]:
+    """:func:`answers` over an async connection."""
+    return [AnswerRecord.model_validate(r) for r in await _rows_async(conn, ANSWERS, {"id": session_id})]
+
+
 FORKED_FROM = sa.text(
     f"SELECT data FROM helix.events WHERE {_SESSION_NUM} AND type = 'forked' ORDER BY seq LIMIT 1"
 )
@@ -270,6 +344,12 @@ FORKED_FROM = sa.text(
 def forked_from(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
     """``{"session_id", "step"}`` of the session a fork was made from, or None."""
     return fork_origin(conn.execute(FORKED_FROM, {"id": session_id}).scalar())
+
+
+async def forked_from_async(conn: AsyncConnection[Any], session_id: str) -> dict[str, Any] | None:
+    """:func:`forked_from` over an async connection."""
+    rows = await _rows_async(conn, FORKED_FROM, {"id": session_id})
+    return fork_origin(rows[0]["data"] if rows else None)
 
 
 def fork_origin(forked: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -294,6 +374,16 @@ def list_pending(
     session (and, by default, its sub-agents)."""
     rows = conn.execute(pending_query(session_id, include_descendants), {"id": session_id}).mappings()
     return [PendingToolCall.model_validate(dict(r)) for r in rows]
+
+
+async def list_pending_async(
+    conn: AsyncConnection[Any], session_id: str | None = None, include_descendants: bool = True,
+    owner: str | None = None,
+) -> list[PendingToolCall]:
+    """:func:`list_pending` over an async connection; with ``owner``, only the calls of
+    that owner's sessions."""
+    query = pending_query(session_id, include_descendants, owner)
+    return [PendingToolCall.model_validate(r) for r in await _rows_async(conn, query, {"id": session_id, "owner": owner})]
 
 
 def pending_query(session_id: str | None, include_descendants: bool = True, owner: str | None = None) -> sa.TextClause:
@@ -339,6 +429,14 @@ def events_after(conn: sa.Connection, session_id: str, after_seq: int, limit: in
     return [EventRecord.model_validate(dict(r)) for r in rows]
 
 
+async def events_after_async(
+    conn: AsyncConnection[Any], session_id: str, after_seq: int, limit: int = 1000
+) -> list[EventRecord]:
+    """:func:`events_after` over an async connection."""
+    rows = await _rows_async(conn, EVENTS_AFTER, {"id": session_id, "after": after_seq, "limit": limit})
+    return [EventRecord.model_validate(r) for r in rows]
+
+
 USAGE_SUMMARY = sa.text(
     "SELECT source, name, count(*) AS calls, sum(input_tokens) AS i, sum(output_tokens) AS o,"
     " sum(total_tokens) AS t, sum(cost_usd) AS c, sum(ms) AS ms"
@@ -350,6 +448,11 @@ USAGE_SUMMARY = sa.text(
 def usage_summary(conn: sa.Connection, session_id: str) -> UsageSummary:
     """Usage of one session summed by source, and by tool or model name."""
     return summed_usage(conn.execute(USAGE_SUMMARY, {"id": session_id}).mappings())
+
+
+async def usage_summary_async(conn: AsyncConnection[Any], session_id: str) -> UsageSummary:
+    """:func:`usage_summary` over an async connection."""
+    return summed_usage(await _rows_async(conn, USAGE_SUMMARY, {"id": session_id}))
 
 
 def summed_usage(rows: Iterable[Any]) -> UsageSummary:

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from helix_dbos._store.async_reads import psycopg_sql
+from helix_dbos._store.engine import psycopg_sql
 from helix_dbos._store.reads import session_num
 
 _RECORD = sa.text(
@@ -25,7 +25,6 @@ _RECORD = sa.text(
     " ON CONFLICT DO NOTHING"
 )
 _READ = sa.text(f"SELECT tool_name, toolset FROM helix.toolset_tools WHERE session_num = {session_num()} ORDER BY run")
-_READ_ASYNC = psycopg_sql(_READ)
 
 
 def record_toolset_tools(conn: sa.Connection, session_id: str, run: int, toolset: str, names: list[str]) -> None:
@@ -42,5 +41,5 @@ def tool_servers(conn: sa.Connection, session_id: str) -> dict[str, str]:
 async def tool_servers_async(conn: AsyncConnection[Any], session_id: str) -> dict[str, str]:
     """:func:`tool_servers` over an async connection."""
     async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(_READ_ASYNC, {"id": session_id})
+        await cur.execute(psycopg_sql(_READ.text), {"id": session_id})
         return {row["tool_name"]: row["toolset"] for row in await cur.fetchall()}

@@ -11,10 +11,11 @@ from typing import Any
 
 import psycopg
 import sqlalchemy as sa
+from psycopg import AsyncConnection
 
 from helix_dbos.events import Event, StatePatchEvent
 from helix_dbos._store import dbos_tables
-from helix_dbos._store.engine import to_json
+from helix_dbos._store.engine import psycopg_sql, to_json
 from helix_dbos._store.reads import session_num
 from helix_dbos._store.records import (
     AnswerWindow, CommitOutcome, HookStateSave, KeyedEvent, RecordedOutcome, StepCommit, WaitState,
@@ -290,6 +291,13 @@ REQUEST_INTERRUPT = sa.text(
 def request_interrupt(conn: sa.Connection, session_id: str) -> bool:
     """Ask the session's running loop to stop after its current step. False if not running."""
     return conn.execute(REQUEST_INTERRUPT, {"id": session_id}).first() is not None
+
+
+async def request_interrupt_async(conn: AsyncConnection[Any], session_id: str) -> bool:
+    """:func:`request_interrupt` over an async connection (inside the caller's transaction)."""
+    async with conn.cursor() as cur:
+        await cur.execute(psycopg_sql(REQUEST_INTERRUPT.text), {"id": session_id})
+        return await cur.fetchone() is not None
 
 
 def insert_pending_calls(conn: sa.Connection, calls: list[dict[str, Any]]) -> None:

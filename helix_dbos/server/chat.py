@@ -48,7 +48,7 @@ from helix_dbos.server.access import access, owner_of, principal
 from helix_dbos.server.json_body import read_json
 from helix_dbos.server.problems import problem
 from helix_dbos.sse import KEEPALIVE
-from helix_dbos._store import async_reads
+from helix_dbos._store import reads
 from helix_dbos._store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord
 from helix_dbos._text import require_storable
 from helix_dbos.types import ACTIVE_STATUSES
@@ -267,10 +267,10 @@ async def _run_of(executor: DBOSAgentExecutor, live: LiveStreams, session_id: st
     """Run ``run`` of the session: where its message begins, and what it waits on."""
 
     async def read(conn: AsyncConnection[Any]) -> tuple[SessionRecord, RunRecord, Any, list[PendingToolCall]]:
-        session = commands.found_session(await async_reads.get_session_row(conn, session_id), session_id)
-        record = (await async_reads.list_runs(conn, session_id))[run - 1]
-        state = await async_reads.load_state(conn, session_id, record.start_step)
-        return session, record, state, await async_reads.list_pending(conn, session_id, include_descendants=False)
+        session = commands.found_session(await reads.get_session_row_async(conn, session_id), session_id)
+        record = (await reads.list_runs_async(conn, session_id))[run - 1]
+        state = await reads.load_state_async(conn, session_id, record.start_step)
+        return session, record, state, await reads.list_pending_async(conn, session_id, include_descendants=False)
 
     session, record, state, pending = await live.with_connection(read)
     waiting = {call.tool_call_id: call.kind for call in pending}
@@ -287,7 +287,7 @@ def _initial_state(executor: DBOSAgentExecutor, agent_name: str) -> Any:
 
 
 async def _latest_state(live: LiveStreams, session_id: str) -> Any:
-    return await live.with_connection(lambda conn: async_reads.load_state(conn, session_id))
+    return await live.with_connection(lambda conn: reads.load_state_async(conn, session_id))
 
 
 def _approver(request: Request) -> str | None:

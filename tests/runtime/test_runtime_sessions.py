@@ -17,6 +17,7 @@ from helix_dbos import (
     MockLLMAdapter,
     SessionBusyError,
     SessionNotFoundError,
+    ToolContext,
     define_agent,
     tool,
 )
@@ -33,6 +34,7 @@ from runtime_testkit import (
     call,
     calls,
     finish,
+    result_for,
     rows,
     session_status,
     text,
@@ -150,6 +152,43 @@ def test_a_continued_run_sees_the_transcript_as_the_first_run_s_model_did(execut
     assert seen_from_database[5:] == [AssistantMessage(content="done"), UserMessage(content="more")]
     forked = commands.fork(executor.engine, sid, 2)
     assert executor.get_session(forked.session_id).messages == executor.get_session(sid).messages[:6]
+
+
+class Tally(BaseModel):
+    n: int = 0
+
+
+@tool
+def bump(ctx: ToolContext) -> dict:
+    """Count one."""
+    ctx.update_state(lambda tally: setattr(tally, "n", tally.n + 1))
+    return {"bumped": True}
+
+
+@tool
+def peek(ctx: ToolContext) -> dict:
+    """Read the count."""
+    return {"n": ctx.get_state().n}
+
+
+def test_a_run_takes_its_history_from_its_first_transaction_without_reading_it_again(executor, monkeypatch):
+    """A run's first execution gets the transcript and state its ``helix_begin_run``
+    transaction read (``AgentRuntime.began_here``): ``load_run_context``, which a recovered
+    run calls, is not called, and the second run still sees the first run's messages and state."""
+    loads: list[tuple[Any, ...]] = []
+    load = executor.runtime.load_run_context
+    monkeypatch.setattr(executor.runtime, "load_run_context", lambda *args: loads.append(args) or load(*args))
+    agent = define_agent(unique("one-read"), tools=[bump, peek], state_schema=Tally)
+    mock = use_model(executor, calls(call("b1", "bump")), text("one"), calls(call("p1", "peek")), text("two"))
+    first = executor.execute(agent, "go")
+    assert first.result(timeout=RESULT_TIMEOUT).status == "completed"
+    second = executor.execute(agent, "more", session_id=first.session_id)
+    assert second.result(timeout=RESULT_TIMEOUT).status == "completed"
+
+    seen = mock.get_last_input().messages
+    assert [m.role for m in seen] == ["system", "user", "assistant", "tool", "assistant", "user", "assistant", "tool"]
+    assert json.loads(result_for(seen, "p1").content) == {"n": 1}  # the state the first run left
+    assert loads == []
 
 
 def test_continuing_a_completed_structured_output_session_shows_the_paired_finish(executor):

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from helix_dbos import MockLLMAdapter, Usage, define_agent, tool
 from helix_dbos.llm.mock import to_step_result
 from helix_dbos.types import MessageListAdapter
-from runtime_testkit import RESULT_TIMEOUT, call, calls, events, finish, rows, text, unique, usage_rows, use_model
+from runtime_testkit import RESULT_TIMEOUT, call, calls, events, finish, text, unique, usage_rows, use_model
 
 
 @tool

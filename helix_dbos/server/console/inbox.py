@@ -25,7 +25,7 @@ from psycopg import AsyncConnection
 
 from helix_dbos._client.live import LiveStreams
 from helix_dbos._client.notifications import WAKE
-from helix_dbos._store import async_reads
+from helix_dbos._store import reads
 from helix_dbos._store.records import PendingToolCall
 from helix_dbos.server.console.received import received_answers
 from helix_dbos.sse import KEEPALIVE
@@ -39,7 +39,7 @@ SETTLE_SECONDS = 0.5
 async def waiting_calls(conn: AsyncConnection[Any], owner: str | None) -> list[PendingToolCall]:
     """The calls waiting for a person: pending ones not answered yet (with ``owner``, of
     that owner's sessions only)."""
-    pending = await async_reads.list_pending(conn, owner=owner)
+    pending = await reads.list_pending_async(conn, owner=owner)
     answered = await received_answers(conn, pending)
     return [call for call in pending if (call.session_id, call.tool_call_id) not in answered]
 

@@ -44,7 +44,7 @@ from helix_dbos.server.console.tail import page_mark, tail_frames
 from helix_dbos.server.access import NOBODY, access
 from helix_dbos.server.json_body import parse_json
 from helix_dbos.sse import resume_from
-from helix_dbos._store import async_reads
+from helix_dbos._store import reads
 from helix_dbos._store.tool_servers import tool_servers_async
 from helix_dbos._store.records import SessionRecord
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus
@@ -147,7 +147,7 @@ async def inbox_events(request: Request) -> Response:
 
 
 async def _agent_of(conn: AsyncConnection[Any], session_id: str) -> str:
-    row = await async_reads.get_session_row(conn, session_id)
+    row = await reads.get_session_row_async(conn, session_id)
     return row.agent_name if row else "?"
 
 

@@ -15,7 +15,7 @@ every call its session waits for is answered, a note beside its stale status fro
 :func:`status_note`; once the run has settled the step, the page (kept current by its
 live stream) lists the call among the answers instead. Everything here reads what :func:`~helix_dbos._client.commands.session_detail`
 read already (the pending calls and the runs with their DBOS workflow's status), and
-the answers (``async_reads.answers``, one read per session not read yet).
+the answers (``reads.answers_async``, one read per session not read yet).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from helix_dbos._store import async_reads
+from helix_dbos._store import reads
 from helix_dbos._store.records import AnswerRecord, PendingToolCall, RunRecord
 
 Received = dict[tuple[str, str], AnswerRecord]
@@ -39,7 +39,7 @@ async def received_answers(
     already (those sessions are not read again)."""
     answers = dict(known or {})
     for session_id in {call.session_id for call in calls} - answers.keys():
-        answers[session_id] = await async_reads.answers(conn, session_id)
+        answers[session_id] = await reads.answers_async(conn, session_id)
     by_call = {(a.session_id, a.tool_call_id): a for found in answers.values() for a in found}
     return {key: by_call[key] for call in calls if (key := (call.session_id, call.tool_call_id)) in by_call}
 

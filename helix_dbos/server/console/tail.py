@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from helix_dbos._client.live import IDLE, LiveStreams
 from helix_dbos.events import compact
 from helix_dbos.sse import KEEPALIVE
-from helix_dbos._store import async_reads
+from helix_dbos._store import reads
 from helix_dbos._store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord
 
 CHECK_SECONDS = 5.0
@@ -75,12 +75,12 @@ def page_mark(session: SessionRecord, runs: list[RunRecord], pending: list[Pendi
 
 async def _read_mark(conn: AsyncConnection[Any], session_id: str) -> tuple[str, str] | None:
     """The session's status and :func:`page_mark` (None: no such session)."""
-    row = await async_reads.get_session_row(conn, session_id)
+    row = await reads.get_session_row_async(conn, session_id)
     if row is None:
         return None
-    runs = await async_reads.list_runs(conn, session_id)
-    pending = await async_reads.list_pending(conn, session_id)
-    answers = await async_reads.answers(conn, session_id)
+    runs = await reads.list_runs_async(conn, session_id)
+    pending = await reads.list_pending_async(conn, session_id)
+    answers = await reads.answers_async(conn, session_id)
     return row.status.value, page_mark(row, runs, pending, len(answers))
 
 
