@@ -89,6 +89,7 @@ class AgentHandle:
         deadline = None if timeout is None else time.monotonic() + timeout
         workflow_id, future = self.workflow_id, self._future
         while True:
+            _wait_for_task(future, deadline)
             if _value_ready(future):
                 assert future is not None
                 ended: AgentResult | str = stored_value(self.session_id, future.result())
@@ -102,7 +103,8 @@ class AgentHandle:
                 continue
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"run {self.run} of session {self.session_id} still {status} after {timeout}s")
-            self._wait_a_little(future, deadline, poll_interval)
+            if future is None or future.done():
+                time.sleep(poll_interval)
 
     async def result_async(self, timeout: float | None = None) -> AgentResult:
         """Wait for the run to end without blocking the event loop or holding a thread.
@@ -169,13 +171,14 @@ class AgentHandle:
             return AgentResult(session_id=self.session_id, status="aborted", error="aborted", stop_reason=None)
         return AgentResult.model_validate(value)
 
-    @staticmethod
-    def _wait_a_little(future: Future[Any] | None, deadline: float | None, poll_interval: float) -> None:
-        if future is None or future.done():
-            time.sleep(poll_interval)
-            return
-        remaining = _STATUS_RECHECK_SECONDS if deadline is None else deadline - time.monotonic()
-        wait_futures([future], timeout=max(0.0, min(_STATUS_RECHECK_SECONDS, remaining)))
+
+def _wait_for_task(future: Future[Any] | None, deadline: float | None) -> None:
+    """Wait on the run's local task, for a second at most (its status is re-read then, in
+    case another process ends the run) and not past ``deadline``; no wait without one."""
+    if future is None or future.done():
+        return
+    remaining = _STATUS_RECHECK_SECONDS if deadline is None else deadline - time.monotonic()
+    wait_futures([future], timeout=max(0.0, min(_STATUS_RECHECK_SECONDS, remaining)))
 
 
 def _value_ready(future: Future[Any] | None) -> bool:

@@ -14,6 +14,7 @@ on that: it reads them outside a DBOS step and still replays deterministically.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -290,9 +291,18 @@ def workflow_placement(conn: sa.Connection, workflow_id: str) -> WorkflowPlaceme
     return None if row is None else WorkflowPlacement(queue=row.queue_name)
 
 
+_WITH_DBOS: weakref.WeakSet[sa.Engine] = weakref.WeakSet()
+"""Engines whose database was found to hold DBOS's system tables, which stay once made."""
+
+
 def dbos_schema_exists(conn: sa.Connection) -> bool:
-    """Whether DBOS's system tables are in this database (DBOS was launched on it)."""
+    """Whether DBOS's system tables are in this database (DBOS was launched on it); read
+    once per engine where they are."""
+    if conn.engine in _WITH_DBOS:
+        return True
     exists: bool = conn.execute(sa.text(dbos_tables.DBOS_SCHEMA_EXISTS)).scalar_one()
+    if exists:
+        _WITH_DBOS.add(conn.engine)
     return exists
 
 
