@@ -34,7 +34,7 @@ from helix_dbos import _ids as ids
 from helix_dbos.answers import ApprovalResponse, ClientToolResult, SubmitOutcome, ToolAnswer, answer_topic
 from helix_dbos._client.workflows import ClientWorkflows, Workflows
 from helix_dbos._durable.payloads import RunRequest, run_workflow_id
-from helix_dbos._durable.run_claim import claim_run, require_together
+from helix_dbos._durable.run_claim import claim_run
 from helix_dbos.errors import (
     HelixError,
     InvalidToolResultError,
@@ -217,15 +217,15 @@ class RunPlanning:
 
 
 def claim_started_run(engine: sa.Engine, request: RunRequest, initial_state: dict[str, Any] | None) -> None:
-    """Claim the run whose workflow was just started or enqueued (``_durable/run_claim.py``),
-    so that the session and its run are committed when the start returns; a workflow
+    """Claim the run whose workflow was just started or enqueued (``_durable/run_claim.py``,
+    one statement: on an autocommit engine, one round trip), so that the session and its
+    run are committed when the start returns; a workflow
     that is not in helix's database raises :class:`ConfigurationError`, claiming nothing. Safe to repeat
     (the claim finds itself, or the run's own first transaction, done); a lost connection
     is retried."""
 
     def once() -> None:
         with engine.begin() as conn:
-            require_together(conn, request)
             claim_run(conn, request, initial_state)
 
     retry_or_unavailable(once, f"recording run {request.run} of session {request.session_id!r}")

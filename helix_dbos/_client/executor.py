@@ -238,7 +238,7 @@ class DBOSAgentExecutor:
                 {"name": "helix_plan_run"}, _plan_child_run, config.name, input_text(input), session_id, "execute", owner
             )
             return self._start(RunRequest.model_validate(plan), queue or self.default_queue, priority)
-        request = commands.plan_run(self.engine, config.name, input, session_id, owner=owner)
+        request = commands.plan_run(self.runtime.statements, config.name, input, session_id, owner=owner)
         return self._start(request, queue or self.default_queue, priority)
 
     async def execute_async(
@@ -311,7 +311,7 @@ class DBOSAgentExecutor:
         if commands.resumes_in_place(self.engine, self._workflows, session_id):
             control = commands.resume_workflow(self.engine, self._workflows, session_id)
             return AgentHandle(session_id, control.run, run_workflow_id(session_id, control.run))
-        return self._start(commands.plan_run(self.engine, config.name, session_id=session_id, kind="resume"))
+        return self._start(commands.plan_run(self.runtime.statements, config.name, session_id=session_id, kind="resume"))
 
     async def resume_async(self, agent: AgentConfig | str, session_id: str) -> AgentHandle:
         """:meth:`resume` for async code, outside workflows: a new run is planned and
@@ -372,7 +372,7 @@ class DBOSAgentExecutor:
         if started is None:  # an earlier attempt started it
             started = DBOS.retrieve_workflow(workflow_id, existing_workflow=False)
         if DBOS.workflow_id is None:  # workflow code leaves the claim to the run's own first transaction
-            commands.claim_started_run(self.engine, request, self._initial_state(request))
+            commands.claim_started_run(self.runtime.statements, request, self._initial_state(request))
         # A run this process executes: result() waits on its task instead of polling the database.
         future = getattr(started, "future", None)
         return AgentHandle(
@@ -412,7 +412,7 @@ class DBOSAgentExecutor:
         started = await commands.start_run_async(request, start, own)
         if started is None:  # an earlier attempt started it
             started = await DBOS.retrieve_workflow_async(workflow_id, existing_workflow=False)
-        await asyncio.to_thread(commands.claim_started_run, self.engine, request, self._initial_state(request))
+        await asyncio.to_thread(commands.claim_started_run, self.runtime.statements, request, self._initial_state(request))
         return AgentHandle(
             request.session_id, request.run, workflow_id, _live=self.live(),
             _async_workflow=started if queue is None else None,

@@ -2,18 +2,19 @@
 
 It writes what a run begins with: the session (when new, with its owner), the session
 reopened for the run, the user's message, the run's row, and its ``run_start`` and first
-``step_start`` events. Two parties run it for the same run, in either order, and the
-first one writes:
+``step_start`` events, with one statement (``helix.claim_run``). Two parties run it for
+the same run, in either order, and the first one writes:
 
 - the caller that started the run's workflow (``executor.execute``, ``RunEnqueuer``),
   right after the start, so that when the call returns the session and its run are
   committed and any connection reads them, even while the run waits on a queue;
 - the run's workflow, in its first checkpointed transaction (``AgentRuntime.begin_run``),
   for a run no caller claimed (a child run started from workflow code, or a caller that
-  died right after the start)::
+  died right after the start); it also takes, from the same statement, the queue DBOS
+  placed it on and the transcript and state it starts from::
 
       with engine.begin() as conn:
-          claim_run(conn, request, agent.initial_state())
+          claim = claim_run(conn, request, agent.initial_state(), context=True)
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from helix_dbos._durable.payloads import RunRequest, run_workflow_id
-from helix_dbos._store import reads, writes
-from helix_dbos._store.records import KeyedEvent
+import sqlalchemy as sa
+
+from helix_dbos._durable.payloads import RunRequest
+from helix_dbos._store import reads
+from helix_dbos._store.engine import to_json
 from helix_dbos.errors import ConfigurationError, SessionBusyError, SessionNotFoundError
-from helix_dbos.events import RunStartEvent, StepStartEvent
-from helix_dbos.orchestration import find_unpaired_finish_call_id, synthesize_finish_tool_result
-from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus, UserMessage
+from helix_dbos.events import RunStartEvent
+from helix_dbos.orchestration import synthesize_finish_tool_result
+from helix_dbos.types import Message, MessageAdapter, UserMessage
 
 
 APART = (
@@ -35,80 +38,75 @@ APART = (
     " answer and the message that delivers it commit together. Give DBOS(config=...)"
     " system_database_url and DBOSAgentExecutor(database_url=...) the same URL"
 )
-"""Why a run cannot be claimed where its workflow is not (:func:`require_together`)."""
-
-
-def require_together(conn: Any, request: RunRequest) -> None:
-    """Raise :class:`ConfigurationError` unless the run's workflow is in this database (a
-    DBOS system database apart from helix's), before anything is claimed."""
-    if not reads.workflow_exists(conn, request.workflow_id):
-        raise ConfigurationError(APART)
+"""Why a run cannot be claimed where its workflow is not (:func:`claim_run`)."""
 
 
 @dataclass(frozen=True)
 class RunClaim:
     """Where the claimed run begins: the session's step count and message count after
-    the user's message, and the seq of its ``run_start`` event; or why the run must not
-    touch the session (``refused``, nothing written)."""
+    the user's message, the seq of its ``run_start`` event and the queue DBOS placed its
+    workflow on; with ``context``, the transcript (the user's message last) and the state
+    the run starts from. Or why the run must not touch the session (``refused``,
+    nothing written)."""
 
     step_count: int = 0
     message_seq: int = 0
     start_seq: int = 0
+    queue: str | None = None
+    context: tuple[list[Message], dict[str, Any]] | None = None
     refused: str | None = None
 
 
-def claim_run(conn: Any, request: RunRequest, initial_state: dict[str, Any] | None) -> RunClaim:
+_CLAIM_RUN = sa.text("SELECT helix.claim_run(CAST(:p AS jsonb))")
+
+
+def claim_run(conn: sa.Connection, request: RunRequest, initial_state: dict[str, Any] | None, *,
+              context: bool = False) -> RunClaim:
     """Claim run ``request.run`` of its session on ``conn`` (a SQLAlchemy connection in a
-    transaction), or find it claimed already; raises :class:`SessionBusyError` when
-    another run holds the session, :class:`SessionNotFoundError` to resume a session
-    that does not exist. ``initial_state`` is a new session's state at step 0 (None
-    when the caller does not know the agent: the workflow adds it)."""
-    sid = request.session_id
-    row = writes.lock_session(conn, sid)
-    if row is None:
-        if request.kind == "resume":
-            raise SessionNotFoundError(f"no session {sid!r}")
-        writes.insert_session(
-            conn, session_id=sid, agent_name=request.agent_name, initial_state=initial_state,
-            root_session_id=request.root_session_id or sid, parent_session_id=request.parent_session_id,
-            parent_tool_call_id=request.parent_tool_call_id, owner=request.owner,
-        )
-        row = writes.lock_session(conn, sid)  # ours, or the one a concurrent claim of this run committed
-        assert row is not None
-    if request.parent_session_id is not None:
-        parent = (row["parent_session_id"], row["parent_tool_call_id"])
-        if parent != (request.parent_session_id, request.parent_tool_call_id):
-            return RunClaim(refused=_not_the_child(request, parent))
-    begun = reads.run_begun(conn, sid, request.run) if row["run_count"] == request.run else None
-    if begun is not None:
-        if initial_state is not None and request.run == 1:
-            writes.insert_initial_snapshot(conn, sid, initial_state)
-        return RunClaim(step_count=begun[0], message_seq=row["message_count"], start_seq=begun[1])
-    if not _unbegun(row) and (row["status"] in ACTIVE_STATUSES or row["run_count"] >= request.run):
-        raise SessionBusyError(f"session {sid!r} already has a run in progress (run {row['run_count']})")
-    return _begin(conn, request, row)
-
-
-def _begin(conn: Any, request: RunRequest, row: dict[str, Any]) -> RunClaim:
-    sid, step_count, start_seq = request.session_id, row["step_count"], row["event_seq"] + 1
-    writes.reopen_session(conn, sid, request.run)
-    message_count = _add_input_messages(conn, request, row)
-    writes.insert_run(
-        conn, session_id=sid, run=request.run, workflow_id=run_workflow_id(sid, request.run),
-        kind=request.kind, start_step=step_count, start_seq=start_seq,
+    transaction), or find it claimed already, with one statement; raises
+    :class:`SessionBusyError` when another run holds the session,
+    :class:`SessionNotFoundError` to resume a session that does not exist, and
+    :class:`ConfigurationError` when DBOS does not know the run's workflow in this
+    database (nothing claimed). ``initial_state`` is a new session's state at step 0
+    (None when the caller does not know the agent: the workflow adds it). ``context``:
+    also read the transcript and state the run starts from."""
+    assert request.parked is None, "a continuation is not claimed"
+    found = conn.execute(_CLAIM_RUN, {"p": to_json(_claim_payload(request, initial_state, context))}).scalar_one()
+    if found.get("apart"):
+        raise ConfigurationError(APART)
+    if found.get("missing"):
+        raise SessionNotFoundError(f"no session {request.session_id!r}")
+    if "busy" in found:
+        raise SessionBusyError(f"session {request.session_id!r} already has a run in progress (run {found['busy']})")
+    if "parent" in found:
+        return RunClaim(refused=_not_the_child(request, (found["parent"], found["call"])))
+    return RunClaim(
+        step_count=found["step_count"], message_seq=found["message_seq"], start_seq=found["start_seq"],
+        queue=found["queue"], context=_context(found) if context else None,
     )
-    writes.append_events(conn, sid, request.run, step_count, [RunStartEvent(run=request.run, kind=request.kind, input=request.input)])
-    first = step_count + 1  # the first step's step_start; the next ones come with each commit
-    writes.append_keyed_events(
-        conn, sid, request.run, first, [KeyedEvent.at(request.run, first, "step_start", StepStartEvent(step=first))]
-    )
-    return RunClaim(step_count=step_count, message_seq=message_count, start_seq=start_seq)
 
 
-def _unbegun(row: dict[str, Any]) -> bool:
-    """The session was created for its first run, which has not begun (a new session, or
-    a sub-agent session its parent created for its call)."""
-    return bool(row["run_count"] == 0 and row["status"] == SessionStatus.ACTIVE)
+def _claim_payload(request: RunRequest, initial_state: dict[str, Any] | None, context: bool) -> dict[str, Any]:
+    """``helix.claim_run``'s argument: the run, and the rows its claim may write."""
+    start = RunStartEvent(run=request.run, kind=request.kind, input=request.input)
+    return {
+        **request.model_dump(
+            mode="json", include={"session_id", "run", "kind", "agent_name", "owner", "root_session_id",
+                                  "parent_session_id", "parent_tool_call_id"},
+        ),
+        "workflow_id": request.workflow_id,
+        "initial_state": initial_state,
+        "input": [] if request.input is None else [UserMessage(content=request.input).model_dump(mode="json", exclude_none=True)],
+        "finish_result": synthesize_finish_tool_result("").model_dump(mode="json", exclude_none=True),
+        "run_start": start.to_row(),
+        "context": context,
+    }
+
+
+def _context(found: dict[str, Any]) -> tuple[list[Message], dict[str, Any]]:
+    snapshot = found["snapshot"]
+    state = {} if snapshot is None else reads.replay_state(snapshot["state"], found["patches"])
+    return [MessageAdapter.validate_python(m) for m in found["messages"]], state
 
 
 def _not_the_child(request: RunRequest, parent: tuple[str | None, str | None]) -> str:
@@ -118,17 +116,3 @@ def _not_the_child(request: RunRequest, parent: tuple[str | None, str | None]) -
         f"session {request.session_id!r} is not a sub-agent session of {request.parent_session_id!r}"
         f" (call {request.parent_tool_call_id!r}): it is {recorded}; this run changed nothing"
     )
-
-
-def _add_input_messages(conn: Any, request: RunRequest, row: dict[str, Any]) -> int:
-    """Pair a ``__finish__`` call the history left without a result, and append the user's message."""
-    new: list[Message] = []
-    if request.kind == "execute" and row["message_count"] > 0:
-        dangling = find_unpaired_finish_call_id(reads.load_messages_since_last_assistant(conn, request.session_id))
-        if dangling is not None:
-            new.append(synthesize_finish_tool_result(dangling))
-    if request.input is not None:
-        new.append(UserMessage(content=request.input))
-    if not new:
-        return int(row["message_count"])
-    return writes.append_messages(conn, request.session_id, request.run, row["step_count"], new)

@@ -31,10 +31,10 @@ from helix_dbos.agents import AgentConfig
 from helix_dbos._durable.children.companion_steps import CompanionSteps
 from helix_dbos._durable.dbos_log import quiet_cancelled_runs
 from helix_dbos._durable.payloads import RunRequest, RunStart, run_workflow_id
-from helix_dbos._durable.run_claim import APART, claim_run
+from helix_dbos._durable.run_claim import claim_run
 from helix_dbos._durable.tool_execution.held_outcomes import HeldOutcomes
 from helix_dbos._durable.tool_execution.watch import RunWatch
-from helix_dbos.errors import AgentNotRegisteredError, ConfigurationError, HelixError
+from helix_dbos.errors import AgentNotRegisteredError, HelixError
 from helix_dbos.events import ApprovalRequestEvent, ClientToolRequestEvent, ErrorEvent, Event
 from helix_dbos.llm import LLMAdapter
 from helix_dbos._logs import EventLog
@@ -169,24 +169,21 @@ class AgentRuntime:
             return self._began.pop(workflow_id, None)
 
     def _begin_run(self, request: RunRequest, initial_state: dict[str, Any]) -> dict[str, Any]:
-        conn = self._connection()
-        placement = reads.workflow_placement(conn, request.workflow_id)
-        if placement is None:
-            raise ConfigurationError(APART)
-        claim = claim_run(conn, request, initial_state)
+        claim = claim_run(self._connection(), request, initial_state, context=True)
         if claim.refused is not None:
             return RunStart(refused=claim.refused).model_dump(mode="json")
+        assert claim.context is not None
+        self._mark_began(request, claim.context)
         start = RunStart(
-            step_count=claim.step_count, message_seq=claim.message_seq, start_seq=claim.start_seq,
-            queue=placement.queue,
+            step_count=claim.step_count, message_seq=claim.message_seq, start_seq=claim.start_seq, queue=claim.queue,
         )
-        self._mark_began(request, conn, start)
         return start.model_dump(mode="json")
 
     def _continue_run(self, request: RunRequest) -> dict[str, Any]:
         parked = request.parked
         assert parked is not None
-        row = writes.lock_session(self._connection(), request.session_id)
+        conn = self._connection()
+        row = writes.lock_session(conn, request.session_id)
         where = (request.run, parked.step - 1)
         if row is None or row["status"] not in ACTIVE_STATUSES or (row["run_count"], row["step_count"]) != where:
             now = "gone" if row is None else f"{row['status']} at run {row['run_count']}, step {row['step_count']}"
@@ -195,15 +192,14 @@ class AgentRuntime:
                 f" (the session is {now}); its continuation changed nothing"
             )
             return RunStart(refused=refused).model_dump(mode="json")
-        writes.follow_run_workflow(self._connection(), request.workflow_id)
+        writes.follow_run_workflow(conn, request.workflow_id)
         start = RunStart(step_count=row["step_count"], message_seq=row["message_count"], queue=parked.queue)
-        self._mark_began(request, self._connection(), start)
+        self._mark_began(request, _read_run_context(conn, request.session_id, start.message_seq, start.step_count))
         return start.model_dump(mode="json")
 
-    def _mark_began(self, request: RunRequest, conn: Any, start: RunStart) -> None:
-        """Remember the run's context, read on ``conn`` in the transaction that began it,
-        for :meth:`began_here`."""
-        context = _read_run_context(conn, request.session_id, start.message_seq, start.step_count)
+    def _mark_began(self, request: RunRequest, context: RunContext) -> None:
+        """Remember the run's context, read in the transaction that began it, for
+        :meth:`began_here`."""
         with self._began_lock:
             self._began[request.workflow_id] = context
 

@@ -35,8 +35,9 @@ transaction. The two that refuse pickled rows raise on purpose and write nothing
 helix's.
 The reads below (SQL that :mod:`~helix_dbos._store.reads`, :mod:`~helix_dbos._store.writes`,
 :mod:`~helix_dbos._store.retention` and :mod:`~helix_dbos._store.fleet` run) read
-``dbos.workflow_status`` and ``dbos.application_versions``; :func:`dbos_schema_version`
-reads ``dbos.dbos_migrations``. Every other use of DBOS goes through its public API, but
+``dbos.workflow_status`` and ``dbos.application_versions``, and ``helix.claim_run`` reads a
+workflow's queue through the function :data:`WORKFLOW_PLACEMENT` makes (with the triggers);
+:func:`dbos_schema_version` reads ``dbos.dbos_migrations``. Every other use of DBOS goes through its public API, but
 for the private names in :mod:`helix_dbos._client.dbos_internals`.
 
 A DBOS schema helix was not tested with is refused (:func:`require_tested_dbos`): a DBOS
@@ -93,6 +94,13 @@ HOOKS: dict[str, str] = {
 }
 """Each trigger helix keeps on a DBOS table, by name, with the statement that installs it."""
 
+WORKFLOW_PLACEMENT = (
+    "CREATE OR REPLACE FUNCTION helix.workflow_placement(wf text) RETURNS jsonb LANGUAGE sql STABLE AS $$"
+    " SELECT jsonb_build_object('queue', queue_name) FROM dbos.workflow_status WHERE workflow_uuid = wf $$"
+)
+"""The function ``helix.claim_run`` asks where DBOS placed a run's workflow: ``{"queue": ...}``,
+or NULL when DBOS does not know it in this database (helix's tables are apart from DBOS's)."""
+
 
 # --- Reads of DBOS's tables -----------------------------------------------------------
 
@@ -108,9 +116,6 @@ WORKFLOW_RUNNING = (
     " WHERE w.workflow_uuid = {workflow_id} AND w.status IN ('PENDING', 'ENQUEUED'))"
 )
 """A condition: the workflow is running or queued. Prune keeps a tree while one is."""
-
-WORKFLOW_QUEUE = "SELECT queue_name FROM dbos.workflow_status WHERE workflow_uuid = :w"
-"""The queue DBOS placed workflow ``:w`` on (no row: DBOS does not know it)."""
 
 RUN_WORKFLOWS = (
     "SELECT w.workflow_uuid AS workflow_id, w.status AS workflow_status, w.executor_id, w.application_version,"
@@ -150,11 +155,12 @@ def require_tested_dbos(conn: psycopg.Connection) -> None:
 
 
 def install(conn: psycopg.Connection) -> None:
-    """(Re)create helix's triggers on DBOS's tables, in the caller's transaction. DBOS's
+    """(Re)create helix's triggers on DBOS's tables and :data:`WORKFLOW_PLACEMENT`, in the
+    caller's transaction. DBOS's
     tables must be there and of a tested version; a ``dbos reset`` or a DBOS migration that
     recreated a table is healed."""
     require_tested_dbos(conn)
-    for statement in HOOKS.values():
+    for statement in [*HOOKS.values(), WORKFLOW_PLACEMENT]:
         conn.execute(statement.encode())
 
 

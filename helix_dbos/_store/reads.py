@@ -33,7 +33,6 @@ from helix_dbos._store.records import (
     SessionRecord,
     TranscriptEntry,
     UsageSummary,
-    WorkflowPlacement,
 )
 from helix_dbos.types import Message, MessageAdapter
 
@@ -157,19 +156,6 @@ def load_messages(conn: sa.Connection, session_id: str, before_seq: int | None =
     return [MessageAdapter.validate_python(r[0]) for r in rows]
 
 
-def load_messages_since_last_assistant(conn: sa.Connection, session_id: str) -> list[Message]:
-    """The tail of the transcript from its last assistant message on (for the finish heal)."""
-    rows = conn.execute(
-        sa.text(
-            f"SELECT message FROM helix.messages WHERE {_SESSION_NUM} AND seq >= COALESCE("
-            f"(SELECT seq FROM helix.messages WHERE {_SESSION_NUM} AND message->>'role' = 'assistant'"
-            " ORDER BY seq DESC LIMIT 1), 0) ORDER BY seq"
-        ),
-        {"id": session_id},
-    )
-    return [MessageAdapter.validate_python(r[0]) for r in rows]
-
-
 STATE_SNAPSHOT = sa.text(
     f"SELECT step, state FROM helix.state_snapshots WHERE {_SESSION_NUM}"
     " AND (CAST(:at AS integer) IS NULL OR step <= :at) ORDER BY step DESC LIMIT 1"
@@ -255,16 +241,6 @@ def runs_with_workflows(runs: list[dict[str, Any]], workflows: Iterable[Mapping[
     return [RunRecord.model_validate({**found.get(r["workflow_id"], {}), **r}) for r in runs]
 
 
-def run_begun(conn: sa.Connection, session_id: str, run: int) -> tuple[int, int] | None:
-    """Where run ``run`` of the session began (its ``start_step`` and ``start_seq``), or
-    None while no row of it was written."""
-    row = conn.execute(
-        sa.text(f"SELECT start_step, start_seq FROM helix.runs WHERE session_num = {session_num()} AND run = :run"),
-        {"id": session_id, "run": run},
-    ).first()
-    return (int(row[0]), int(row[1])) if row else None
-
-
 def run_workflow(conn: sa.Connection, session_id: str, run: int) -> str | None:
     """The DBOS workflow that holds run ``run`` of a session now: the run's own, or, once
     it parked, its waiter or its continuation; None for no such run."""
@@ -279,16 +255,6 @@ def workflow_exists(conn: sa.Connection, workflow_id: str) -> bool:
     return dbos_schema_exists(conn) and conn.execute(
         sa.text(f"SELECT {dbos_tables.WORKFLOW_EXISTS.format(workflow_id=':w')}"), {"w": workflow_id}
     ).scalar_one()
-
-
-def workflow_placement(conn: sa.Connection, workflow_id: str) -> WorkflowPlacement | None:
-    """Where DBOS placed the workflow (its queue), or None when DBOS does not know it."""
-    if not dbos_schema_exists(conn):
-        return None
-    row = conn.execute(
-        sa.text(dbos_tables.WORKFLOW_QUEUE), {"w": workflow_id}
-    ).first()
-    return None if row is None else WorkflowPlacement(queue=row.queue_name)
 
 
 _WITH_DBOS: weakref.WeakSet[sa.Engine] = weakref.WeakSet()

@@ -91,12 +91,6 @@ class RunRecord(BaseModel):
         )
 
 
-class WorkflowPlacement(BaseModel):
-    """Where DBOS placed a workflow."""
-
-    queue: str | None = None
-
-
 class PendingToolCall(BaseModel):
     """A tool call waiting for a person's approval or a client's result.
 

@@ -18,9 +18,8 @@ from helix_dbos._store import dbos_tables
 from helix_dbos._store.engine import psycopg_sql, to_json
 from helix_dbos._store.reads import session_num
 from helix_dbos._store.records import (
-    AnswerWindow, CommitOutcome, HookStateSave, KeyedEvent, RecordedOutcome, StepCommit, WaitState,
+    AnswerWindow, CommitOutcome, HookStateSave, RecordedOutcome, StepCommit, WaitState,
 )
-from helix_dbos.types import Message
 
 
 def lock_session(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
@@ -35,53 +34,6 @@ def lock_session(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
         {"id": session_id},
     ).mappings().first()
     return dict(row) if row else None
-
-
-_INSERT_SESSION = (
-    "INSERT INTO helix.sessions (num, id, agent_name, root_session_num, parent_session_num, parent_tool_call_id, owner)"
-    " SELECT n, :id, :agent, CASE WHEN CAST(:root AS text) = :id THEN n ELSE helix.session_num(:root) END,"
-    "  helix.session_num(:parent), :ptc,"
-    "  CASE WHEN CAST(:root AS text) = :id THEN CAST(:owner AS text)"
-    "   ELSE (SELECT owner FROM helix.sessions WHERE id = :root) END"
-    " FROM nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n"
-)
-"""A new session row: it takes its number first, so a root session (``root`` is its own
-id) names itself as its root. A root session's owner is ``owner``; any other session
-takes its root's."""
-
-
-def insert_session(
-    conn: sa.Connection,
-    *,
-    session_id: str,
-    agent_name: str,
-    initial_state: dict[str, Any] | None,
-    root_session_id: str,
-    parent_session_id: str | None = None,
-    parent_tool_call_id: str | None = None,
-    owner: str | None = None,
-) -> bool:
-    """Create an active session, with its step-0 state snapshot when ``initial_state`` is
-    known; False (nothing written) when a session of that id exists already."""
-    inserted = conn.execute(
-        sa.text(f"{_INSERT_SESSION} ON CONFLICT (id) DO NOTHING RETURNING id"),
-        {"id": session_id, "agent": agent_name, "root": root_session_id, "parent": parent_session_id,
-         "ptc": parent_tool_call_id, "owner": owner},
-    ).first()
-    if inserted is not None and initial_state is not None:
-        insert_initial_snapshot(conn, session_id, initial_state)
-    return inserted is not None
-
-
-def insert_initial_snapshot(conn: sa.Connection, session_id: str, initial_state: dict[str, Any]) -> None:
-    """The session's state at step 0, unless it has one."""
-    conn.execute(
-        sa.text(
-            "INSERT INTO helix.state_snapshots (session_num, step, state)"
-            f" VALUES ({session_num('id')}, 0, CAST(:s AS jsonb)) ON CONFLICT DO NOTHING"
-        ),
-        {"id": session_id, "s": to_json(initial_state)},
-    )
 
 
 def claim_child_session(
@@ -99,16 +51,15 @@ def claim_child_session(
     that call; None when the session is the call's, else why it is not (and nothing is
     written): a session of that id exists with another parent or none, or a run of it was
     queued before its row was written (``first_workflow_id`` exists)."""
-    inserted = conn.execute(
+    made = conn.execute(
         sa.text(
-            f"{_INSERT_SESSION} WHERE NOT {dbos_tables.WORKFLOW_EXISTS.format(workflow_id=':wf')}"
-            " ON CONFLICT (id) DO NOTHING RETURNING id"
+            "SELECT helix.insert_session(:id, :agent, :root, :parent, :ptc, NULL, CAST(:state AS jsonb))"
+            f" WHERE NOT {dbos_tables.WORKFLOW_EXISTS.format(workflow_id=':wf')}"
         ),
         {"id": session_id, "agent": agent_name, "root": root_session_id, "parent": parent_session_id,
-         "ptc": parent_tool_call_id, "wf": first_workflow_id, "owner": None},
+         "ptc": parent_tool_call_id, "wf": first_workflow_id, "state": to_json(initial_state)},
     ).first()
-    if inserted is not None:
-        insert_initial_snapshot(conn, session_id, initial_state)
+    if made is not None and made[0] is not None:
         return None
     owner = conn.execute(
         sa.text(
@@ -121,45 +72,6 @@ def claim_child_session(
         return None
     return f"session {session_id!r} already exists and was not created by this call" + (
         "" if owner is not None else " (a run of it was started before)"
-    )
-
-
-def reopen_session(conn: sa.Connection, session_id: str, run: int) -> None:
-    """Mark the session active for run ``run`` (the caller holds the row lock)."""
-    conn.execute(
-        sa.text(
-            "UPDATE helix.sessions SET status = 'active', run_count = :run, error = NULL, stop_reason = NULL,"
-            " interrupt_requested = false, updated_at = now() WHERE id = :id"
-        ),
-        {"id": session_id, "run": run},
-    )
-
-
-def append_messages(conn: sa.Connection, session_id: str, run: int, step: int, messages: list[Message]) -> int:
-    """Append messages at the end of the transcript; return the new message count."""
-    payload = to_json([m.model_dump(mode="json", exclude_none=True) for m in messages])
-    return int(
-        conn.execute(
-            sa.text(
-                "WITH s AS (UPDATE helix.sessions SET message_count = message_count + jsonb_array_length(CAST(:m AS jsonb))"
-                "  WHERE id = :id RETURNING num, message_count)"
-                " SELECT message_count, helix.insert_messages(num, message_count - jsonb_array_length(CAST(:m AS jsonb)),"
-                "  :run, :step, CAST(:m AS jsonb)) FROM s"
-            ),
-            {"id": session_id, "m": payload, "run": run, "step": step},
-        ).scalar_one()
-    )
-
-
-def insert_run(
-    conn: sa.Connection, *, session_id: str, run: int, workflow_id: str, kind: str, start_step: int, start_seq: int
-) -> None:
-    conn.execute(
-        sa.text(
-            "INSERT INTO helix.runs (session_num, run, workflow_id, kind, start_step, start_seq)"
-            f" VALUES ({session_num('id')}, :run, :wf, :kind, :step, :seq)"
-        ),
-        {"id": session_id, "run": run, "wf": workflow_id, "kind": kind, "step": start_step, "seq": start_seq},
     )
 
 
@@ -176,16 +88,6 @@ def append_events(conn: sa.Connection, session_id: str, run: int, step: int, eve
     return int(
         conn.execute(
             sa.text("SELECT helix.append_events(:id, :run, :step, CAST(:e AS jsonb))"),
-            {"id": session_id, "run": run, "step": step, "e": to_json([e.to_row() for e in events])},
-        ).scalar_one()
-    )
-
-
-def append_keyed_events(conn: sa.Connection, session_id: str, run: int, step: int, events: list[KeyedEvent]) -> int:
-    """Append the keyed events not in the session's stream yet; return how many."""
-    return int(
-        conn.execute(
-            sa.text("SELECT helix.append_events_once(:id, :run, :step, CAST(:e AS jsonb))"),
             {"id": session_id, "run": run, "step": step, "e": to_json([e.to_row() for e in events])},
         ).scalar_one()
     )

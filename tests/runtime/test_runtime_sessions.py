@@ -4,10 +4,12 @@ completed structured-output session, the legacy ``__finish__`` heal, and bad inp
 from __future__ import annotations
 
 import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 from pydantic import BaseModel
 
@@ -24,6 +26,7 @@ from helix_dbos import (
 from helix_dbos._client import commands
 from helix_dbos._durable import workflow
 from helix_dbos._durable.payloads import RunRequest, run_workflow_id
+from helix_dbos._durable.run_claim import claim_run
 from helix_dbos._store import reads
 from helix_dbos._store.engine import to_json
 from helix_dbos.types import AssistantMessage, ParsedToolCall, ToolResultMessage, UserMessage
@@ -126,7 +129,6 @@ def test_the_transcript_keeps_each_message_whole_in_a_row_of_its_own(executor):
     assert forked.message_count == 4
     with executor.engine.connect() as conn:
         assert [m.role for m in reads.load_messages(conn, sid, before_seq=3)] == roles[:3]
-        assert [m.role for m in reads.load_messages_since_last_assistant(conn, sid)] == ["assistant"]
         assert [(e.seq, e.step) for e in reads.transcript(conn, sid)] == [(0, 0), (1, 1), (2, 1), (3, 1), (4, 2)]
 
 
@@ -189,6 +191,48 @@ def test_a_run_takes_its_history_from_its_first_transaction_without_reading_it_a
     assert [m.role for m in seen] == ["system", "user", "assistant", "tool", "assistant", "user", "assistant", "tool"]
     assert json.loads(result_for(seen, "p1").content) == {"n": 1}  # the state the first run left
     assert loads == []
+
+
+def test_a_run_is_claimed_with_one_statement_which_also_returns_its_history(executor):
+    """The caller's claim of a new session's run is one statement (``helix.claim_run``);
+    claimed again, the run is found, nothing is written, and the same statement returns
+    where it began, its queue, the transcript and the state at its start step."""
+    statements: list[str] = []  # of this thread (the engine serves the run's workflow too)
+
+    def count(conn, cursor, statement, *args):  # SQLAlchemy's before_cursor_execute
+        if threading.current_thread() is threading.main_thread():
+            statements.append(statement)
+
+    claims: list[int] = []
+    claim = commands.claim_started_run
+
+    def counted_claim(*args):
+        before = len(statements)
+        claim(*args)
+        claims.append(len(statements) - before)
+
+    agent = define_agent(unique("one-claim"), tools=[bump], state_schema=Tally)
+    use_model(executor, calls(call("b1", "bump")), text("done"))
+    sa.event.listen(executor.engine, "before_cursor_execute", count)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(commands, "claim_started_run", counted_claim)
+            handle = executor.execute(agent, "go")
+        assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
+        assert claims == [1], statements
+
+        request = RunRequest(session_id=handle.session_id, run=1, agent_name=agent.name, input="go")
+        with executor.engine.begin() as conn:
+            before = len(statements)
+            found = claim_run(conn, request, {"n": 0}, context=True)
+            assert len(statements) - before == 1
+    finally:
+        sa.event.remove(executor.engine, "before_cursor_execute", count)
+    session = executor.get_session(handle.session_id)
+    assert [m.role for m in session.messages] == ["user", "assistant", "tool", "assistant"]  # nothing added
+    assert (found.step_count, found.start_seq, found.queue, found.refused) == (0, 1, None, None)  # where it began
+    assert found.message_seq == session.message_count
+    assert found.context == (session.messages, {"n": 0})  # the state at its start step
 
 
 def test_continuing_a_completed_structured_output_session_shows_the_paired_finish(executor):
