@@ -54,7 +54,7 @@ from helix_dbos._client import commands
 from helix_dbos._client.commands import PruneReport, RunControl, SessionDetail
 from helix_dbos._client.live import LiveStreams
 from helix_dbos._client.queues import DEFAULT_QUEUE
-from helix_dbos._client.streams import follow_events
+from helix_dbos._client.streams import follow_events, follow_events_async
 from helix_dbos._client.workflows import ClientWorkflows
 from helix_dbos._database import check_connection, validate_url
 from helix_dbos._deltas import DeltaRecord
@@ -989,7 +989,7 @@ class AsyncAdminClient:
         """
         live = await self._reader()
         follow = follow and await self._running(live, session_id)
-        async for item in live.follow(session_id, from_seq, deltas=deltas, follow=follow, until_run_end=False):
+        async for item in follow_events_async(live, session_id, from_seq, deltas=deltas, follow=follow, until_run_end=False):
             yield item  # type: ignore[misc]
             if follow and isinstance(item, EventRecord) and item.type in RUN_END_EVENTS:
                 if not await self._running(live, session_id):

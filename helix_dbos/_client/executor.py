@@ -42,7 +42,7 @@ from helix_dbos._client.commands import input_text
 from helix_dbos._client.handle import AgentHandle
 from helix_dbos._client.leases import LeaseSettings, keep_lease
 from helix_dbos._client.live import LiveStreams
-from helix_dbos._client.streams import follow_events
+from helix_dbos._client.streams import follow_events, follow_events_async
 from helix_dbos._client.workflows import LocalWorkflows
 from helix_dbos._database import resolve_database_url
 from helix_dbos._deltas import DeltaRecord
@@ -753,7 +753,7 @@ class DBOSAgentExecutor:
             run_workflow_id(session_id, 1)
         ) is None:
             raise SessionNotFoundError(f"no session {session_id!r}")
-        async for item in live.follow(session_id, from_seq, deltas=deltas, **options):
+        async for item in follow_events_async(live, session_id, from_seq, deltas=deltas, **options):
             yield item  # type: ignore[misc]
 
     async def close_async(self) -> None:

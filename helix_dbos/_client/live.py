@@ -1,41 +1,34 @@
-"""The async reading side of a process: follow sessions' streams without a thread each.
+"""The async reading side of a process: its connections for reads and for following
+sessions' streams without a thread each.
 
 :class:`LiveStreams` owns, for one event loop, the process's one listening connection
 (:class:`~helix_dbos._client.notifications.Notifications`) and a small pool of async
-connections for the reads (``_store/reads.py``, its ``_async`` twins). Any number of readers share them;
-a reader holds a pooled connection only while it reads::
+connections for the reads (``_store/reads.py``, its ``_async`` twins). Any number of
+readers share them; a reader holds a pooled connection only while it reads, and a
+follower (:func:`~helix_dbos._client.streams.follow_events_async`) waits on the shared
+listener::
 
     live = LiveStreams(url)
-    async for item in live.follow("s1", deltas=True):
+    row = await live.session_row("s1")
+    async for item in follow_events_async(live, "s1", deltas=True):
         print(item.type)                    # events in seq order, deltas between them
     await live.close()
-
-A reader that starts late sees only the deltas published after it started; the durable
-``text`` and ``tool_call`` events still carry the whole message.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Final, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from helix_dbos._client.notifications import WAKE, Notifications, Subscription
-from helix_dbos._client.streams import PAGE, take_page
+from helix_dbos._client.notifications import Notifications
+from helix_dbos._client.streams import PAGE
 from helix_dbos._database import libpq_url
-from helix_dbos._deltas import DeltaRecord
 from helix_dbos._store import reads
 from helix_dbos._store.records import EventRecord, PendingToolCall, RunRecord, SessionRecord
-
-IDLE: Final = "idle"
-"""Yielded by :meth:`LiveStreams.follow` after ``heartbeat`` seconds without news."""
-CAUGHT_UP: Final = "caught-up"
-"""Yielded by :meth:`LiveStreams.follow` (with ``marks``) when every committed event was
-yielded and it starts waiting for more."""
 
 T = TypeVar("T")
 
@@ -88,53 +81,6 @@ class LiveStreams:
         """The session's runs (with their workflows' status) and its open pending calls."""
         async with await self._connection() as conn:
             return await reads.list_runs_async(conn, session_id), await reads.list_pending_async(conn, session_id)
-
-    async def follow(
-        self,
-        session_id: str,
-        from_seq: int = 0,
-        *,
-        deltas: bool = False,
-        follow: bool = True,
-        until_run_end: bool = True,
-        heartbeat: float | None = None,
-        idle_timeout: float | None = None,
-        marks: bool = False,
-        subscription: Subscription | None = None,
-    ) -> AsyncIterator[EventRecord | DeltaRecord | str]:
-        """The session's events with ``seq >= from_seq`` in order, and with ``deltas`` the
-        deltas published while following, as :func:`helix_dbos._client.streams.follow_events`
-        yields them. With ``heartbeat`` it yields :data:`IDLE` after that many quiet
-        seconds; ``idle_timeout`` returns after that many. With ``marks`` it yields
-        :data:`CAUGHT_UP` each time it has yielded what is committed. A caller that
-        subscribed already (to start a run only once it listens) passes its
-        ``subscription`` (of the same session, with ``deltas``)."""
-        subscribing = (
-            self.notifications.subscribe(session_id, deltas) if subscription is None else contextlib.nullcontext(subscription)
-        )
-        async with subscribing as subscription:
-            last = from_seq - 1
-            quiet = heartbeat if heartbeat is not None else idle_timeout
-            while True:
-                page = take_page(await self.events_after(session_id, last), last, until_run_end)
-                for event in page.events:
-                    yield event
-                if page.ended:
-                    return
-                last = page.last_seq
-                if page.more:
-                    continue
-                if not follow:
-                    return
-                if marks:
-                    yield CAUGHT_UP
-                while (item := await subscription.next(quiet)) is not WAKE:
-                    if item is None:
-                        if heartbeat is None:
-                            return
-                        yield IDLE
-                    else:
-                        yield item
 
     async def close(self) -> None:
         await self.notifications.close()

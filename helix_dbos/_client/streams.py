@@ -1,5 +1,8 @@
 """Follow a session's durable event stream from any process, woken by LISTEN/NOTIFY, and,
-on request, its token deltas as they are generated.
+on request, its token deltas as they are generated: :func:`follow_events` on a listening
+connection of its own, and its async twin :func:`follow_events_async` on the process's
+shared listener and pool (:class:`~helix_dbos._client.live.LiveStreams`), taking each
+read the same way (:func:`take_page`).
 
 Events are rows of ``helix.events``,
 written as they happen (a step's ``step_start`` before its model call, a tool's result
@@ -14,6 +17,8 @@ yields them, in the order they were published, between the durable events::
     ...         print(item.text, end="")                  # no seq: never stored
     ...     else:
     ...         print(item.seq, item.type, item.data)
+    >>> async for item in follow_events_async(live, "s1", deltas=True):     # doctest: +SKIP
+    ...     print(item.type)
 
 A reader that starts late sees only the deltas published after it started; the durable
 ``text`` and ``tool_call`` events still carry the whole message.
@@ -21,10 +26,12 @@ A reader that starts late sees only the deltas published after it started; the d
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
-from collections.abc import Generator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
 import psycopg
 import sqlalchemy as sa
@@ -35,12 +42,21 @@ from helix_dbos._deltas import DeltaRecord
 from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos._store import reads
 from helix_dbos._store.delta_channels import delta_channel, listen_statement
+from helix_dbos._client.notifications import WAKE, Subscription
 from helix_dbos._store.records import EventRecord
+
+if TYPE_CHECKING:
+    from helix_dbos._client.live import LiveStreams
 
 _SAFETY_WAKEUP_SECONDS = 5.0
 _EVENTS_CHANNEL = "helix_events"
 PAGE = 1000
 """How many events a follower reads at once."""
+IDLE: Final = "idle"
+"""Yielded by :func:`follow_events_async` after ``heartbeat`` seconds without news."""
+CAUGHT_UP: Final = "caught-up"
+"""Yielded by :func:`follow_events_async` (with ``marks``) when every committed event was
+yielded and it starts waiting for more."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +124,54 @@ def follow_events(
             woken = yield from _deltas_until_new_events(listener, notes, session_id, idle_timeout)
             if not woken:
                 return
+
+
+async def follow_events_async(
+    live: LiveStreams,
+    session_id: str,
+    from_seq: int = 0,
+    *,
+    deltas: bool = False,
+    follow: bool = True,
+    until_run_end: bool = True,
+    heartbeat: float | None = None,
+    idle_timeout: float | None = None,
+    marks: bool = False,
+    subscription: Subscription | None = None,
+) -> AsyncIterator[EventRecord | DeltaRecord | str]:
+    """The session's events with ``seq >= from_seq`` in order, and with ``deltas`` the
+    deltas published while following, as :func:`follow_events` yields them, on ``live``'s
+    shared listener and pool. With ``heartbeat`` it yields :data:`IDLE` after that many quiet
+    seconds; ``idle_timeout`` returns after that many. With ``marks`` it yields
+    :data:`CAUGHT_UP` each time it has yielded what is committed. A caller that
+    subscribed already (to start a run only once it listens) passes its
+    ``subscription`` (of the same session, with ``deltas``)."""
+    subscribing = (
+        live.notifications.subscribe(session_id, deltas) if subscription is None else contextlib.nullcontext(subscription)
+    )
+    async with subscribing as subscription:
+        last = from_seq - 1
+        quiet = heartbeat if heartbeat is not None else idle_timeout
+        while True:
+            page = take_page(await live.events_after(session_id, last), last, until_run_end)
+            for event in page.events:
+                yield event
+            if page.ended:
+                return
+            last = page.last_seq
+            if page.more:
+                continue
+            if not follow:
+                return
+            if marks:
+                yield CAUGHT_UP
+            while (item := await subscription.next(quiet)) is not WAKE:
+                if item is None:
+                    if heartbeat is None:
+                        return
+                    yield IDLE
+                else:
+                    yield item
 
 
 def _deltas_until_new_events(

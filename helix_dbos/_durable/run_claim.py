@@ -22,11 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
-
 from helix_dbos._durable.payloads import RunRequest
-from helix_dbos._store import reads
-from helix_dbos._store.engine import to_json
+from helix_dbos._store import reads, writes
 from helix_dbos.errors import ConfigurationError, SessionBusyError, SessionNotFoundError
 from helix_dbos.events import RunStartEvent
 from helix_dbos.orchestration import synthesize_finish_tool_result
@@ -57,10 +54,7 @@ class RunClaim:
     refused: str | None = None
 
 
-_CLAIM_RUN = sa.text("SELECT helix.claim_run(CAST(:p AS jsonb))")
-
-
-def claim_run(conn: sa.Connection, request: RunRequest, initial_state: dict[str, Any] | None, *,
+def claim_run(conn: Any, request: RunRequest, initial_state: dict[str, Any] | None, *,
               context: bool = False) -> RunClaim:
     """Claim run ``request.run`` of its session on ``conn`` (a SQLAlchemy connection in a
     transaction), or find it claimed already, with one statement; raises
@@ -71,7 +65,7 @@ def claim_run(conn: sa.Connection, request: RunRequest, initial_state: dict[str,
     (None when the caller does not know the agent: the workflow adds it). ``context``:
     also read the transcript and state the run starts from."""
     assert request.parked is None, "a continuation is not claimed"
-    found = conn.execute(_CLAIM_RUN, {"p": to_json(_claim_payload(request, initial_state, context))}).scalar_one()
+    found = writes.claim_run(conn, _claim_payload(request, initial_state, context))
     if found.get("apart"):
         raise ConfigurationError(APART)
     if found.get("missing"):

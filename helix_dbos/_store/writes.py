@@ -36,6 +36,15 @@ def lock_session(conn: sa.Connection, session_id: str) -> dict[str, Any] | None:
     return dict(row) if row else None
 
 
+def claim_run(conn: sa.Connection, claim: dict[str, Any]) -> dict[str, Any]:
+    """Claim a run, or find it claimed, with one statement (``helix.claim_run``, which
+    documents ``claim`` and the answer; ``_durable/run_claim.py`` makes one and reads the other)."""
+    found: dict[str, Any] = conn.execute(
+        sa.text("SELECT helix.claim_run(CAST(:p AS jsonb))"), {"p": to_json(claim)}
+    ).scalar_one()
+    return found
+
+
 def claim_child_session(
     conn: sa.Connection,
     *,

@@ -38,7 +38,8 @@ from starlette.routing import Route
 
 from helix_dbos._client import commands
 from helix_dbos._client.executor import DBOSAgentExecutor
-from helix_dbos._client.live import CAUGHT_UP, IDLE, LiveStreams
+from helix_dbos._client.live import LiveStreams
+from helix_dbos._client.streams import CAUGHT_UP, IDLE, follow_events_async
 from helix_dbos._client.notifications import Subscription
 from helix_dbos._deltas import DeltaRecord
 from helix_dbos.errors import AgentNotRegisteredError, ToolCallNotPendingError
@@ -219,8 +220,8 @@ async def _frames(
             ui.event(event)
         for chunk in ui.start():
             yield encode(chunk)
-        items = live.follow(
-            ui.session_id, from_seq, deltas=True, until_run_end=False, heartbeat=request.app.state.sse_keepalive,
+        items = follow_events_async(
+            live, ui.session_id, from_seq, deltas=True, until_run_end=False, heartbeat=request.app.state.sse_keepalive,
             marks=True, subscription=subscription,
         )
         async for item in items:

@@ -32,7 +32,8 @@ from starlette.routing import Route
 
 from helix_dbos._client import commands
 from helix_dbos._client.executor import DBOSAgentExecutor
-from helix_dbos._client.live import IDLE, LiveStreams
+from helix_dbos._client.live import LiveStreams
+from helix_dbos._client.streams import IDLE, follow_events_async
 from helix_dbos._deltas import DeltaRecord
 from helix_dbos._store.records import SessionRecord
 from helix_dbos.events import RUN_END_EVENTS
@@ -193,7 +194,7 @@ async def sse_frames(
     each ``keepalive`` seconds without news. Without ``follow`` it ends once the session
     has no run in progress and its last event was sent."""
     last_sent = from_seq - 1
-    async for item in live.follow(session_id, from_seq, deltas=deltas, until_run_end=False, heartbeat=keepalive):
+    async for item in follow_events_async(live, session_id, from_seq, deltas=deltas, until_run_end=False, heartbeat=keepalive):
         if item is IDLE:
             if not follow and await _finished(live, session_id, last_sent):
                 return

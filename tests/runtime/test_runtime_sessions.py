@@ -213,7 +213,9 @@ def test_a_run_is_claimed_with_one_statement_which_also_returns_its_history(exec
 
     agent = define_agent(unique("one-claim"), tools=[bump], state_schema=Tally)
     use_model(executor, calls(call("b1", "bump")), text("done"))
-    sa.event.listen(executor.engine, "before_cursor_execute", count)
+    engines = (executor.engine, executor.runtime.statements)  # the caller claims on the latter
+    for engine in engines:
+        sa.event.listen(engine, "before_cursor_execute", count)
     try:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(commands, "claim_started_run", counted_claim)
@@ -227,7 +229,8 @@ def test_a_run_is_claimed_with_one_statement_which_also_returns_its_history(exec
             found = claim_run(conn, request, {"n": 0}, context=True)
             assert len(statements) - before == 1
     finally:
-        sa.event.remove(executor.engine, "before_cursor_execute", count)
+        for engine in engines:
+            sa.event.remove(engine, "before_cursor_execute", count)
     session = executor.get_session(handle.session_id)
     assert [m.role for m in session.messages] == ["user", "assistant", "tool", "assistant"]  # nothing added
     assert (found.step_count, found.start_seq, found.queue, found.refused) == (0, 1, None, None)  # where it began

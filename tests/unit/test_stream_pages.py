@@ -1,5 +1,5 @@
 """How a follower of a session's stream takes one read (``take_page``), the rule the sync
-follower (``follow_events``) and the async one (``LiveStreams.follow``) share: stop after
+follower (``follow_events``) and the async one (``follow_events_async``) share: stop after
 a run's end when asked to, read again at once after a full page, else wait."""
 
 from __future__ import annotations

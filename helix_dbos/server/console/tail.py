@@ -29,7 +29,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from pydantic import ValidationError
 
-from helix_dbos._client.live import IDLE, LiveStreams
+from helix_dbos._client.live import LiveStreams
+from helix_dbos._client.streams import IDLE, follow_events_async
 from helix_dbos.events import compact
 from helix_dbos.sse import KEEPALIVE
 from helix_dbos._store import reads
@@ -43,7 +44,7 @@ async def tail_frames(live: LiveStreams, session_id: str, from_seq: int, shown: 
     """The session's events from ``from_seq`` as ``line`` frames, a ``changed`` frame each
     time the page's sections have changed (from ``shown``, the :func:`page_mark` of the
     page the browser has), and a keep-alive comment after each quiet spell. Never ends."""
-    stream = live.follow(session_id, from_seq, until_run_end=False, heartbeat=CHECK_SECONDS, marks=True)
+    stream = follow_events_async(live, session_id, from_seq, until_run_end=False, heartbeat=CHECK_SECONDS, marks=True)
     async for item in stream:
         if isinstance(item, EventRecord):
             yield _frame("line", line_of(item), seq=item.seq)
