@@ -174,10 +174,14 @@ def test_dbos_span_of_an_in_process_run_recovered_elsewhere_stays_under_the_call
         caller.kill()
         stop_all(work)
 
-    def ready(spans: list[dict[str, Any]]) -> bool:
-        return any(s["name"] == "invoke_agent obs-assistant" and s["attributes"].get("helix.recovered") for s in spans)
+    def ready(spans: list[dict[str, Any]]) -> bool:  # DBOS's span ends, and is exported, after the run's
+        ids = {s["context"]["span_id"] for s in spans}
+        return any(
+            s["name"] == "invoke_agent obs-assistant" and s["attributes"].get("helix.recovered") and s["parent_id"] in ids
+            for s in spans
+        )
 
-    spans = spans_when(phoenix, trace_id, ready, "the recovered run in the caller's trace")
+    spans = spans_when(phoenix, trace_id, ready, "the recovered run, and the span it nests in, in the caller's trace")
     by_id, _ = span_tree(spans)
     [recovered] = [s for s in spans if s["name"] == "invoke_agent obs-assistant" and s["attributes"]["helix.recovered"]]
     dbos_run = by_id.get(recovered["parent_id"], {})  # not the caller's span: it was never exported

@@ -283,7 +283,7 @@ def test_runs_waiting_for_approval_hold_no_slot(url: str, procs: list[Proc]):
 def test_the_answer_reaches_the_run_on_another_worker(url: str, procs: list[Proc]):
     """w1 (one slot) parks a run, then takes a long one; the approval's continuation goes
     to w2, the worker with a free slot."""
-    first = worker(url, "w1", concurrency=1, work_seconds=6)
+    first = worker(url, "w1", concurrency=1, work_seconds=60)  # busy until the answer is in, however slow the machine
     procs.append(first)
     first.wait_for("worker w1 listening")
     with RunEnqueuer(url) as enqueuer:
