@@ -48,8 +48,6 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
-import psycopg
-
 from helix_dbos._client import commands
 from helix_dbos._client.commands import PruneReport, RunControl, SessionDetail
 from helix_dbos._client.live import LiveStreams
@@ -60,8 +58,8 @@ from helix_dbos._database import check_connection, validate_url
 from helix_dbos._deltas import DeltaRecord
 from helix_dbos._store import reads
 from helix_dbos._store import workers as workers_store
-from helix_dbos._store.engine import create_engine
 from helix_dbos._store.migrations import check_schema
+from helix_dbos._store.pools import create_pool
 from helix_dbos._store.records import (
     AnswerRecord,
     EventRecord,
@@ -210,7 +208,7 @@ class AdminClient:
 
     def __init__(self, url: str) -> None:
         self.url = _checked_url(url)
-        self._engine = create_engine(self.url)
+        self._pool = create_pool(self.url)
         self._workflows = ClientWorkflows(self.url)
         self._memory: MemoryStore | None = None
 
@@ -219,7 +217,7 @@ class AdminClient:
     def close(self) -> None:
         """Close the pool and the DBOS client; the client cannot be used afterwards."""
         self._workflows.close()
-        self._engine.dispose()
+        self._pool.close()
 
     def __enter__(self) -> AdminClient:
         return self
@@ -242,7 +240,7 @@ class AdminClient:
             The session rows.
         """
         require_storable("status", status)
-        with self._engine.connect() as conn:
+        with self._pool.connection() as conn:
             return reads.list_sessions(conn, limit=limit, status=status)
 
     def get_session(self, session_id: str, at_step: int | None = None) -> SessionRecord:
@@ -260,7 +258,7 @@ class AdminClient:
             SessionNotFoundError: There is no such session.
             HelixError: The session has no step ``at_step``.
         """
-        with self._engine.connect() as conn:
+        with self._pool.connection() as conn:
             return commands.get_session(conn, session_id, at_step)
 
     def show_session(self, session_id: str) -> SessionDetail:
@@ -276,7 +274,7 @@ class AdminClient:
         Raises:
             SessionNotFoundError: There is no such session.
         """
-        with self._engine.connect() as conn:
+        with self._pool.connection() as conn:
             return commands.session_detail(conn, session_id)
 
     def list_runs(self, session_id: str) -> list[RunRecord]:
@@ -291,7 +289,7 @@ class AdminClient:
         Raises:
             SessionNotFoundError: There is no such session.
         """
-        with self._engine.connect() as conn:
+        with self._pool.connection() as conn:
             commands.require_session(conn, session_id)
             return reads.list_runs(conn, session_id)
 
@@ -324,7 +322,7 @@ class AdminClient:
             SessionNotFoundError: There is no such session.
             HelixError: The session has no step ``step``.
         """
-        with self._engine.connect() as conn:
+        with self._pool.connection() as conn:
             row = commands.require_session(conn, session_id)
             commands.require_step(row, step)
             return reads.load_state(conn, session_id, step)
@@ -341,7 +339,7 @@ class AdminClient:
         Raises:
             SessionNotFoundError: There is no such session.
         """
-        with self._engine.connect() as conn:
+        with self._pool.connection() as conn:
             commands.require_session(conn, session_id)
             return reads.usage_summary(conn, session_id)
 
@@ -358,7 +356,7 @@ class AdminClient:
         Raises:
             SessionNotFoundError: There is no session ``session_id``.
         """
-        with self._engine.connect() as conn:
+        with self._pool.connection() as conn:
             if session_id is not None:
                 commands.require_session(conn, session_id)
             return reads.list_pending(conn, session_id)
@@ -388,7 +386,7 @@ class AdminClient:
             SessionNotFoundError: There is no such session (raised by this call, not at
                 the first ``next()``).
         """
-        with self._engine.connect() as conn:
+        with self._pool.connection() as conn:
             commands.require_session(conn, session_id)
         return self._stream(session_id, from_seq, follow, deltas)
 
@@ -397,7 +395,7 @@ class AdminClient:
     ) -> Iterator[EventRecord | DeltaRecord]:
         follow = follow and self._running(session_id)
         items = follow_events(
-            self.url, session_id, from_seq, engine=self._engine, follow=follow, until_run_end=False, deltas=deltas
+            self.url, session_id, from_seq, pool=self._pool, follow=follow, until_run_end=False, deltas=deltas
         )
         for event in items:
             yield event
@@ -407,7 +405,7 @@ class AdminClient:
                 return
 
     def _running(self, session_id: str) -> bool:
-        with self._engine.connect() as conn:
+        with self._pool.connection() as conn:
             return commands.require_session(conn, session_id).status in ACTIVE_STATUSES
 
     def list_workers(self) -> list[WorkerStatus]:
@@ -417,10 +415,8 @@ class AdminClient:
         Returns:
             One :class:`WorkerStatus` per process.
         """
-        with self._engine.connect() as conn:
-            driver = conn.connection.driver_connection
-            assert isinstance(driver, psycopg.Connection)
-            leases = workers_store.list_workers(driver)
+        with self._pool.connection() as conn:
+            leases = workers_store.list_workers(conn)
         pending = self._workflows.client.list_workflows(status="PENDING", load_input=False, load_output=False)
         return _worker_statuses(leases, pending)
 
@@ -443,7 +439,7 @@ class AdminClient:
                 its run, or takes the other kind of answer.
             InvalidToolResultError: A client result does not match the tool's output schema.
         """
-        return commands.answer(self._engine, self._workflows, session_id, answer)
+        return commands.answer(self._pool, self._workflows, session_id, answer)
 
     def approve(
         self, session_id: str, tool_call_id: str, reason: str | None = None, approver: str | None = None
@@ -528,7 +524,7 @@ class AdminClient:
             SessionNotFoundError: There is no such session.
             HelixError: The session has no run in progress.
         """
-        if not commands.interrupt(self._engine, session_id):
+        if not commands.interrupt(self._pool, session_id):
             raise commands.not_running(self._require(session_id))
         return self._control(session_id)
 
@@ -548,7 +544,7 @@ class AdminClient:
             SessionNotFoundError: There is no such session.
             HelixError: The session has no run in progress.
         """
-        return commands.cancel(self._engine, self._workflows, session_id, reason)
+        return commands.cancel(self._pool, self._workflows, session_id, reason)
 
     def resume(self, session_id: str, queue: str | None = None) -> RunControl:
         """Resume a stopped session where it stopped, as the executor's ``resume`` does.
@@ -579,8 +575,8 @@ class AdminClient:
                 session that needs a new run): the message says what to run instead.
         """
         if queue is None:
-            return commands.resume_workflow(self._engine, self._workflows, session_id)
-        return commands.resume_on_queue(self._engine, self._workflows, session_id, queue)
+            return commands.resume_workflow(self._pool, self._workflows, session_id)
+        return commands.resume_on_queue(self._pool, self._workflows, session_id, queue)
 
     def move(self, session_id: str, version: str, queue: str = DEFAULT_QUEUE) -> RunControl:
         """Move a run stranded on an application version no process runs any more to
@@ -600,7 +596,7 @@ class AdminClient:
             SessionNotFoundError: There is no such session.
             HelixError: No run waits to be recovered, or it is on ``version`` already.
         """
-        return commands.move_to_version(self._engine, self._workflows, session_id, version, queue)
+        return commands.move_to_version(self._pool, self._workflows, session_id, version, queue)
 
     def fork(self, session_id: str, from_step: int, new_session_id: str | None = None) -> SessionRecord:
         """A new, interrupted session holding ``session_id`` as it was after a step.
@@ -621,7 +617,7 @@ class AdminClient:
             SessionNotFoundError: There is no session ``session_id``.
             HelixError: There is no step ``from_step``, or ``new_session_id`` exists.
         """
-        return commands.fork(self._engine, session_id, from_step, new_session_id)
+        return commands.fork(self._pool, session_id, from_step, new_session_id)
 
     def prune(
         self, completed_before: timedelta | datetime, *, dry_run: bool = False, batch_size: int = 100
@@ -645,13 +641,13 @@ class AdminClient:
             HelixError: ``batch_size`` is below 1.
         """
         cutoff = Cutoff(age=completed_before) if isinstance(completed_before, timedelta) else Cutoff(at=completed_before)
-        return commands.prune(self._engine, self._workflows, cutoff, dry_run=dry_run, batch_size=batch_size)
+        return commands.prune(self._pool, self._workflows, cutoff, dry_run=dry_run, batch_size=batch_size)
 
     # --- agent memory ---
 
     def _memories(self) -> MemoryStore:
         if self._memory is None:
-            self._memory = MemoryStore(engine=self._engine)
+            self._memory = MemoryStore(pool=self._pool)
         return self._memory
 
     def list_memories(self, prefix: Namespace = (), status: str | None = None, limit: int = 50) -> list[Memory]:
@@ -745,12 +741,12 @@ class AdminClient:
         return self._memories().retry_failed(prefix)
 
     def _require(self, session_id: str) -> SessionRecord:
-        with self._engine.connect() as conn:
+        with self._pool.connection() as conn:
             return commands.require_session(conn, session_id)
 
     def _control(self, session_id: str) -> RunControl:
         row = self._require(session_id)
-        workflow_id = commands.latest_workflow_id(self._engine, row)
+        workflow_id = commands.latest_workflow_id(self._pool, row)
         return RunControl(session_id=session_id, run=row.run_count, workflow_id=workflow_id, status=row.status,
                           changed=True)
 

@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import sqlalchemy as sa
 from dbos import DBOS
 from pydantic import BaseModel
 
@@ -122,13 +121,13 @@ async def _empty_step() -> None:
 def floor_workflow_factory(executor: DBOSAgentExecutor) -> Any:
     """helix's call shape with empty bodies: a datasource transaction to begin the run, then
     per turn an ``llm`` step, two tool steps in parallel and one autocommit statement on
-    the step commit's engine (the step commit, which is no DBOS operation)."""
+    the step commit's pool (the step commit, which is no DBOS operation)."""
     empty_tx = executor.runtime.datasource.transaction(name="floor_tx", isolation_level="READ COMMITTED")(lambda: None)
-    statements = executor.runtime.statements  # the step commit's engine: one autocommit statement
+    statements = executor.runtime.statements  # the step commit's pool: one autocommit statement
 
     def plain_commit() -> None:
-        with statements.connect() as conn:
-            conn.execute(sa.text("SELECT 1"))
+        with statements.connection() as conn:
+            conn.execute("SELECT 1")
 
     @DBOS.workflow(name="bench_floor")
     async def floor(turns: int) -> int:

@@ -81,21 +81,21 @@ def make_app() -> Any:
 
 
 def approve_all(url: str) -> None:
-    """Approve every pending call, from this process (one engine, one DBOS client)."""
+    """Approve every pending call, from this process (one pool, one DBOS client)."""
     from helix_dbos.answers import ApprovalResponse
     from helix_dbos._client import commands
     from helix_dbos._client.workflows import ClientWorkflows
     from helix_dbos._store import reads
-    from helix_dbos._store.engine import create_engine
+    from helix_dbos._store.pools import create_pool
 
-    engine = create_engine(url)
-    with engine.connect() as conn:
+    pool = create_pool(url)
+    with pool.connection() as conn:
         pending = reads.list_pending(conn)
     with ClientWorkflows(url) as workflows:
         for call in pending:
-            commands.answer(engine, workflows, call.session_id, ApprovalResponse(tool_call_id=call.tool_call_id,
-                                                                                 approved=True, approver="bench"))
-    engine.dispose()
+            commands.answer(pool, workflows, call.session_id, ApprovalResponse(tool_call_id=call.tool_call_id,
+                                                                               approved=True, approver="bench"))
+    pool.close()
 
 
 def rss_mb(pid: int) -> float:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import sqlalchemy as sa
+from sqlalchemy.engine import make_url
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
@@ -41,6 +41,7 @@ from helix_dbos._database import libpq_url, start_embedded, validate_url  # noqa
 from helix_dbos._store import memories  # noqa: E402
 from helix_dbos._store.memory_records import MemoryWrite  # noqa: E402
 from helix_dbos._store.migrations import migrate  # noqa: E402
+from helix_dbos._store.pools import Pool  # noqa: E402
 from helix_dbos.memory import MemoryStore, MockEmbedder  # noqa: E402
 
 WORDS = ("tea coffee sailing jazz bicycle Lyon Paris metric units allergy peanuts novel garden dog cat "
@@ -86,19 +87,19 @@ def fill(url: str, count: int, embedder: MockEmbedder, vectors: bool) -> float:
     return time.perf_counter() - started
 
 
-def commit_cost(engine: sa.Engine, rounds: int = 300) -> dict[str, float]:
+def commit_cost(pool: Pool, rounds: int = 300) -> dict[str, float]:
     """The step-commit transaction's time with one memory write, minus without."""
     rng = random.Random(11)
     bare, with_memory = [], []
     for i in range(rounds):
         started = time.perf_counter()
-        with engine.begin() as conn:
-            conn.execute(sa.text("SELECT 1"))
+        with pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT 1")
         bare.append(time.perf_counter() - started)
         write = MemoryWrite.remember(("user", f"u-{i % 1000}"), text(rng) + f" #{i}")
         started = time.perf_counter()
-        with engine.begin() as conn:
-            conn.execute(sa.text("SELECT 1"))
+        with pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT 1")
             memories.apply_writes(conn, [write], "bench", 1, 1)
         with_memory.append(time.perf_counter() - started)
     extra = [w - b for w, b in zip(sorted(with_memory), sorted(bare))]
@@ -153,7 +154,7 @@ def main() -> None:
             store.add_space()
         figures: dict[str, Any] = {"memories": args.memories, "mode": store.status()["mode"]}
         figures["fill_seconds"] = round(fill(url, args.memories, embedder, vectors), 1)
-        figures["remember_in_step_commit"] = commit_cost(store.engine)
+        figures["remember_in_step_commit"] = commit_cost(store.pool)
         figures["search_text"] = search_latency(store, "text")
         figures["search_vector"] = search_latency(store, "vector") if vectors else "not available (no pgvector)"
         figures["search_hybrid"] = search_latency(store, "hybrid") if vectors else "text search (no pgvector)"
@@ -161,7 +162,7 @@ def main() -> None:
         store.dispose()
         print(json.dumps(figures, indent=2))
     finally:
-        drop_database(server, str(sa.engine.make_url(url).database))
+        drop_database(server, str(make_url(url).database))
 
 
 if __name__ == "__main__":

@@ -47,11 +47,11 @@ from helix_dbos.types import LLMConfig, Message, TextStepResult, ToolCallsStepRe
 WATCHER = """
 import json, sys, time
 from helix_dbos._client.streams import follow_events
-from helix_dbos._store.engine import create_engine
+from helix_dbos._store.pools import create_pool
 
 url, session_id = sys.argv[1], sys.argv[2]
 print("listening", flush=True)
-for item in follow_events(url, session_id, engine=create_engine(url), until_run_end=False, idle_timeout=3,
+for item in follow_events(url, session_id, pool=create_pool(url), until_run_end=False, idle_timeout=3,
                           deltas=True):
     seen = time.monotonic()
     if item.type == "delta":

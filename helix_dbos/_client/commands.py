@@ -2,11 +2,13 @@
 API, the CLI and :class:`RunEnqueuer`: plan a run, answer a call, interrupt, abort, cancel,
 resume, fork, prune.
 
-Each takes an engine on the helix database and, when it must reach a workflow, a
-:class:`~helix_dbos._client.workflows.Workflows` (this process's DBOS, or a DBOSClient)::
+Each takes a connection pool on the helix database (``_store/pools.py``) and, when it must
+reach a workflow, a :class:`~helix_dbos._client.workflows.Workflows` (this process's DBOS,
+or a DBOSClient)::
 
-    request = plan_run(engine, "researcher", "What is DBOS?")
-    outcome = answer(engine, LocalWorkflows(), "s1", ApprovalResponse(tool_call_id="t1", approved=True))
+    pool = create_pool(url)
+    request = plan_run(pool, "researcher", "What is DBOS?")
+    outcome = answer(pool, LocalWorkflows(url), "s1", ApprovalResponse(tool_call_id="t1", approved=True))
 
 Planning, starting, resuming and answering survive a lost connection: their reads are run
 again on a new connection, a start and an answer recognize their own earlier attempt
@@ -26,7 +28,6 @@ from typing import Any, Literal, TypeVar
 
 import jsonschema
 import psycopg
-import sqlalchemy as sa
 from dbos import error as dbos_errors
 from pydantic import BaseModel, Field
 
@@ -47,6 +48,7 @@ from helix_dbos._logs import EventLog
 from helix_dbos.observability import metrics
 from helix_dbos.observability.tracing import trace_parent
 from helix_dbos._store import reads, retention, tool_servers, writes
+from helix_dbos._store.pools import Pool
 from helix_dbos._store.records import (
     AnswerRecord,
     AnswerWindow,
@@ -101,7 +103,7 @@ class SessionDetail(BaseModel):
     """The MCP server (toolset) of each tool its runs listed from one, by the tool's name."""
 
 
-def session_detail(conn: sa.Connection, session_id: str) -> SessionDetail:
+def session_detail(conn: psycopg.Connection[Any], session_id: str) -> SessionDetail:
     """Everything an operator looks at for one session (raises :class:`SessionNotFoundError`)."""
     return SessionDetail(
         session=require_session(conn, session_id),
@@ -147,7 +149,7 @@ def input_text(value: Any) -> str:
 
 
 def plan_run(
-    engine: sa.Engine,
+    pool: Pool,
     agent_name: str,
     input: Any = None,
     session_id: str | None = None,
@@ -163,7 +165,7 @@ def plan_run(
     (:class:`UnstorableTextError`) before anything is written.
     """
     planning = RunPlanning(agent_name, input, session_id, kind, owner)
-    row = retried_read(engine, lambda conn: reads.get_session_row(conn, planning.session_id), planning.reading)
+    row = retried_read(pool, lambda conn: reads.get_session_row(conn, planning.session_id), planning.reading)
     return planning.request(row)
 
 
@@ -216,16 +218,16 @@ class RunPlanning:
         )
 
 
-def claim_started_run(engine: sa.Engine, request: RunRequest, initial_state: dict[str, Any] | None) -> None:
+def claim_started_run(pool: Pool, request: RunRequest, initial_state: dict[str, Any] | None) -> None:
     """Claim the run whose workflow was just started or enqueued (``_durable/run_claim.py``,
-    one statement: on an autocommit engine, one round trip), so that the session and its
-    run are committed when the start returns; a workflow
+    one statement: on the pool's autocommit connections, one round trip), so that the session
+    and its run are committed when the start returns; a workflow
     that is not in helix's database raises :class:`ConfigurationError`, claiming nothing. Safe to repeat
     (the claim finds itself, or the run's own first transaction, done); a lost connection
     is retried."""
 
     def once() -> None:
-        with engine.begin() as conn:
+        with pool.connection() as conn:  # autocommit: the one statement commits by itself
             claim_run(conn, request, initial_state)
 
     retry_or_unavailable(once, f"recording run {request.run} of session {request.session_id!r}")
@@ -326,13 +328,13 @@ class RunStarting:
         return pause
 
 
-def retried_read(engine: sa.Engine, fn: Callable[[sa.Connection], T], what: str) -> T:
-    """``fn(conn)`` on a connection of ``engine``, run again on a new connection after a
+def retried_read(pool: Pool, fn: Callable[[psycopg.Connection[Any]], T], what: str) -> T:
+    """``fn(conn)`` on a connection of ``pool``, run again on a new connection after a
     connection fault (a read is safe to repeat); ``what`` names it in the
     :class:`~helix_dbos.errors.DatabaseUnavailableError` of a database that stays unreachable."""
 
     def once() -> T:
-        with engine.connect() as conn:
+        with pool.connection() as conn:
             return fn(conn)
 
     return retry_or_unavailable(once, what)
@@ -342,7 +344,7 @@ def retried_read(engine: sa.Engine, fn: Callable[[sa.Connection], T], what: str)
 
 
 def answer(
-    engine: sa.Engine, workflows: Workflows, session_id: str, response: ToolAnswer, log: EventLog | None = None
+    pool: Pool, workflows: Workflows, session_id: str, response: ToolAnswer, log: EventLog | None = None
 ) -> SubmitOutcome:
     """Validate an answer, record it (first answer wins) and deliver it to the waiting run.
 
@@ -356,6 +358,9 @@ def answer(
     returns ``status="already_answered"`` and changes nothing. ``log`` gets the events
     ``client_tool.submitted`` and ``client_tool.validation_failed``.
 
+    The answer is recorded in a transaction of ``workflows``
+    (:meth:`~helix_dbos._client.workflows.Workflows.transaction`), which sends DBOS's
+    message to the run in the same commit; ``pool`` serves the reads before it.
     A lost connection is retried; an attempt whose commit went through although its
     connection broke is recognized by the next one, which returns ``accepted`` (see
     :class:`_AnswerRecording`). A database that stays unreachable raises
@@ -368,7 +373,7 @@ def answer(
     kind = "approval" if isinstance(response, ApprovalResponse) else "client"
     call_id = response.tool_call_id
     pending = retried_read(
-        engine, lambda conn: _call_to_answer(conn, session_id, call_id), f"reading session {session_id!r}"
+        pool, lambda conn: _call_to_answer(conn, session_id, call_id), f"reading session {session_id!r}"
     )
     unknown = ToolCallNotPendingError(f"session {session_id!r} has no tool call {call_id!r} waiting for an answer")
     if pending is None:
@@ -377,7 +382,7 @@ def answer(
         wanted = "an approval" if pending.kind == "approval" else "a client result"
         raise ToolCallNotPendingError(f"tool call {call_id!r} ({pending.tool_name}) waits for {wanted}, not this")
     message = {"kind": kind, **response.model_dump(mode="json")}
-    recording = _AnswerRecording(engine, workflows, pending, response, message, unknown, log)
+    recording = _AnswerRecording(workflows, pending, response, message, unknown, log)
     answered_at = retry_or_unavailable(recording.attempt, f"answering tool call {call_id!r} of session {session_id!r}")
     if answered_at is not None:
         log.info(
@@ -388,7 +393,7 @@ def answer(
     return SubmitOutcome(session_id=pending.session_id, tool_call_id=call_id, status=status)
 
 
-def _call_to_answer(conn: sa.Connection, session_id: str, call_id: str) -> PendingToolCall | None:
+def _call_to_answer(conn: psycopg.Connection[Any], session_id: str, call_id: str) -> PendingToolCall | None:
     """The gated call ``call_id`` of the session or of a sub-agent under it (None: no such
     call); :class:`SessionNotFoundError` for no such session."""
     if reads.get_session_row(conn, session_id) is None:
@@ -407,7 +412,6 @@ class _AnswerRecording:
     reports it as taken rather than as ``already_answered``.
     """
 
-    engine: sa.Engine
     workflows: Workflows
     pending: PendingToolCall
     response: ToolAnswer
@@ -421,9 +425,10 @@ class _AnswerRecording:
         """Record the answer and send it to the run; when it was taken (by this call, in
         this attempt or an earlier one), or None when an earlier answer stands."""
         session_id, call_id = self.pending.session_id, self.pending.tool_call_id
-        with self.engine.begin() as conn:
+        with self.workflows.transaction() as transaction:
             # The deadline check, the audit row and the message that delivers it are one
             # transaction under the call's row lock: all of them, or none.
+            conn = transaction.conn
             window = writes.lock_call_for_answer(conn, session_id, call_id)
             if window is None:
                 raise self.unknown
@@ -441,11 +446,11 @@ class _AnswerRecording:
                 # Before its waiter exists (the run still runs the step's other calls), the
                 # recorded answer is all it takes: the waiter's first look finds it.
                 key = f"helix:{session_id}:{call_id}"
-                self.workflows.send(conn, self.pending.workflow_id, self.message, answer_topic(self.pending.step), key)
+                transaction.send(self.pending.workflow_id, self.message, answer_topic(self.pending.step), key)
             self.committing.append(window.now)  # past this line only the commit can fail
         return window.now
 
-    def _own_answer(self, conn: sa.Connection) -> datetime | None:
+    def _own_answer(self, conn: psycopg.Connection[Any]) -> datetime | None:
         """The recorded answer's ``answered_at`` when an earlier attempt of this call
         committed it, else None."""
         if not self.committing:
@@ -491,9 +496,9 @@ def _validate_client_result(response: ClientToolResult, pending: PendingToolCall
 # --- stopping runs ---------------------------------------------------------------------------
 
 
-def interrupt(engine: sa.Engine, session_id: str) -> bool:
+def interrupt(pool: Pool, session_id: str) -> bool:
     """Ask a running session (and its running sub-agents) to stop after the current step."""
-    with engine.begin() as conn:
+    with pool.connection() as conn, conn.transaction():
         require_session(conn, session_id)
         return any([writes.request_interrupt(conn, sid) for sid in reads.active_tree(conn, session_id)])
 
@@ -506,16 +511,16 @@ async def interrupt_async(conn: psycopg.AsyncConnection[Any], session_id: str) -
         return any([await writes.request_interrupt_async(conn, sid) for sid in await reads.active_tree_async(conn, session_id)])
 
 
-def abort(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str) -> bool:
+def abort(pool: Pool, workflows: Workflows, session_id: str, reason: str) -> bool:
     """Cancel the run in progress of ``session_id`` and of its running descendants, parents
     first, and end each ``aborted``. True when at least one run was ended."""
     require_storable("reason", reason)
-    with engine.connect() as conn:
+    with pool.connection() as conn:
         require_session(conn, session_id)
         running = [row for sid in reads.active_tree(conn, session_id) if (row := reads.get_session_row(conn, sid))]
     aborted = False
     for row in running:
-        with engine.begin() as conn:
+        with pool.connection() as conn, conn.transaction():
             ended = writes.end_run(
                 conn, session_id=row.session_id, run=row.run_count, status="aborted", error=reason,
                 stop_reason="aborted", event=AbortedEvent(reason=reason),
@@ -529,48 +534,48 @@ def abort(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str)
     return aborted
 
 
-def cancel(engine: sa.Engine, workflows: Workflows, session_id: str, reason: str) -> RunControl:
+def cancel(pool: Pool, workflows: Workflows, session_id: str, reason: str) -> RunControl:
     """:func:`abort` for an operator: refuses a session with no run in progress, and reports."""
-    with engine.connect() as conn:
+    with pool.connection() as conn:
         row = require_session(conn, session_id)
     if row.status not in ACTIVE_STATUSES:
         raise not_running(row)
-    ended = abort(engine, workflows, session_id, reason)
-    with engine.connect() as conn:
+    ended = abort(pool, workflows, session_id, reason)
+    with pool.connection() as conn:
         status = require_session(conn, session_id).status
         workflow_id = reads.run_workflow(conn, session_id, row.run_count) or run_workflow_id(session_id, row.run_count)
     return RunControl(session_id=session_id, run=row.run_count, workflow_id=workflow_id, status=status, changed=ended)
 
 
-def resumes_in_place(engine: sa.Engine, workflows: Workflows, session_id: str) -> bool:
+def resumes_in_place(pool: Pool, workflows: Workflows, session_id: str) -> bool:
     """Whether resuming the session continues its latest run's own workflow rather than
     starting a new run: it was aborted (DBOS cancelled it). Its replay reuses the model's
     checkpointed calls, and so the outcomes its tools recorded (``helix.tool_outcomes``):
     a tool that finished after the abort is not run again, whatever the model would say
     if asked anew."""
-    row, workflow_id = _latest_run(engine, session_id)
+    row, workflow_id = _latest_run(pool, session_id)
     if row.status != SessionStatus.ABORTED or workflow_id is None:
         return False
     return workflows.status(workflow_id) == "CANCELLED"
 
 
-def resume_workflow(engine: sa.Engine, workflows: Workflows, session_id: str) -> RunControl:
+def resume_workflow(pool: Pool, workflows: Workflows, session_id: str) -> RunControl:
     """Restart the workflow of the session's latest run where it stopped, when DBOS
     cancelled it or it ended in an error. The run becomes active again (or waits again for
     its pending calls): DBOS's status change does that, through helix's trigger
     (``_store/dbos_tables.py``), exactly as when ``dbos workflow resume`` does it."""
-    row, workflow_id = _latest_run(engine, session_id)
+    row, workflow_id = _latest_run(pool, session_id)
     workflow_status = workflows.status(workflow_id) if workflow_id else None
     if workflow_id is None or workflow_status not in RESUMABLE_WORKFLOW_STATUSES:
         raise HelixError(_not_resumable(row, workflow_status))
     workflows.resume(workflow_id)
     status = retried_read(
-        engine, lambda conn: require_session(conn, session_id).status, f"reading session {session_id!r}"
+        pool, lambda conn: require_session(conn, session_id).status, f"reading session {session_id!r}"
     )
     return RunControl(session_id=session_id, run=row.run_count, workflow_id=workflow_id, status=status, changed=True)
 
 
-def resume_on_queue(engine: sa.Engine, workflows: ClientWorkflows, session_id: str, queue: str) -> RunControl:
+def resume_on_queue(pool: Pool, workflows: ClientWorkflows, session_id: str, queue: str) -> RunControl:
     """Resume a stopped session from any process, as ``executor.resume`` does: an aborted
     run's own workflow continues where it stopped (:func:`resumes_in_place`); an
     interrupted, failed or forked session gets a new run (``resume``, from its last
@@ -578,31 +583,31 @@ def resume_on_queue(engine: sa.Engine, workflows: ClientWorkflows, session_id: s
     there (the newest version's, as DBOS hands out a workflow enqueued without one). The
     new run is claimed before this returns, so the session is active at once."""
     require_storable("queue", queue)
-    if resumes_in_place(engine, workflows, session_id):
-        return resume_workflow(engine, workflows, session_id)
+    if resumes_in_place(pool, workflows, session_id):
+        return resume_workflow(pool, workflows, session_id)
     row, runs = retried_read(
-        engine, lambda conn: (require_session(conn, session_id), reads.list_runs(conn, session_id)),
+        pool, lambda conn: (require_session(conn, session_id), reads.list_runs(conn, session_id)),
         f"reading session {session_id!r}",
     )
-    request = plan_run(engine, row.agent_name, session_id=session_id, kind="resume")
+    request = plan_run(pool, row.agent_name, session_id=session_id, kind="resume")
     application = runs[-1].application_name if runs else None
     workflow_id = run_workflow_id(session_id, request.run)
     start_run(workflows, request, lambda: workflows.enqueue(
         request, workflow_id, queue, None, application_name=application
     ))
-    claim_started_run(engine, request, None)
+    claim_started_run(pool, request, None)
     return RunControl(session_id=session_id, run=request.run, workflow_id=workflow_id, status=SessionStatus.ACTIVE,
                       changed=True, enqueued_on=queue)
 
 
-def _latest_run(engine: sa.Engine, session_id: str) -> tuple[SessionRecord, str | None]:
+def _latest_run(pool: Pool, session_id: str) -> tuple[SessionRecord, str | None]:
     """The session's row and the workflow that holds its latest run (None: no run yet)."""
 
-    def latest(conn: sa.Connection) -> tuple[SessionRecord, str | None]:
+    def latest(conn: psycopg.Connection[Any]) -> tuple[SessionRecord, str | None]:
         row = require_session(conn, session_id)
         return row, reads.run_workflow(conn, session_id, row.run_count)
 
-    return retried_read(engine, latest, f"reading session {session_id!r}")
+    return retried_read(pool, latest, f"reading session {session_id!r}")
 
 
 def _not_resumable(row: SessionRecord, workflow_status: str | None) -> str:
@@ -624,7 +629,7 @@ def _not_resumable(row: SessionRecord, workflow_status: str | None) -> str:
 
 
 def move_to_version(
-    engine: sa.Engine, workflows: ClientWorkflows, session_id: str, version: str, queue: str
+    pool: Pool, workflows: ClientWorkflows, session_id: str, version: str, queue: str
 ) -> RunControl:
     """Move a run stranded on an application version no process runs any more (a deploy
     changed it) to ``version``: its workflow is cancelled and a new run of the session
@@ -634,7 +639,7 @@ def move_to_version(
     require_storable("version", version)
     require_storable("queue", queue)
     row, runs = retried_read(
-        engine, lambda conn: (require_session(conn, session_id), reads.list_runs(conn, session_id)),
+        pool, lambda conn: (require_session(conn, session_id), reads.list_runs(conn, session_id)),
         f"reading session {session_id!r}",
     )
     current = runs[-1] if runs else None
@@ -643,7 +648,7 @@ def move_to_version(
     if current.application_version == version:
         raise HelixError(f"run {current.run} of session {session_id!r} is already on version {version!r}")
     workflows.cancel(current.workflow_id)  # helix's trigger ends the run, aborted
-    request = plan_run(engine, row.agent_name, session_id=session_id, kind="resume")
+    request = plan_run(pool, row.agent_name, session_id=session_id, kind="resume")
     workflow_id = run_workflow_id(session_id, request.run)
     start_run(workflows, request, lambda: workflows.enqueue(
         request, workflow_id, queue, None, app_version=version, application_name=current.application_name
@@ -655,7 +660,7 @@ def move_to_version(
 # --- forking ---------------------------------------------------------------------------------
 
 
-def fork(engine: sa.Engine, session_id: str, from_step: int, new_session_id: str | None = None) -> SessionRecord:
+def fork(pool: Pool, session_id: str, from_step: int, new_session_id: str | None = None) -> SessionRecord:
     """A new session whose transcript and state are those of ``session_id`` after step
     ``from_step``.
 
@@ -668,7 +673,7 @@ def fork(engine: sa.Engine, session_id: str, from_step: int, new_session_id: str
     """
     require_storable("new_session_id", new_session_id)
     new_id = new_session_id or ids.new_session_id()
-    with engine.begin() as conn:
+    with pool.connection() as conn, conn.transaction():
         row = require_session(conn, session_id)
         if not 0 <= from_step <= row.step_count:
             raise HelixError(f"session {session_id!r} has steps 0 to {row.step_count}; cannot fork from step {from_step}")
@@ -681,7 +686,7 @@ def fork(engine: sa.Engine, session_id: str, from_step: int, new_session_id: str
         return created
 
 
-def get_session(conn: sa.Connection, session_id: str, at_step: int | None = None) -> SessionRecord:
+def get_session(conn: psycopg.Connection[Any], session_id: str, at_step: int | None = None) -> SessionRecord:
     """The session with its transcript, state (as of ``at_step``, default the latest) and
     its own pending calls; :class:`SessionNotFoundError`, or a :class:`HelixError` for a
     step it does not have."""
@@ -716,9 +721,9 @@ def not_running(row: SessionRecord) -> HelixError:
     return HelixError(f"session {row.session_id!r} has no run in progress (status {row.status})")
 
 
-def latest_workflow_id(engine: sa.Engine, row: SessionRecord) -> str:
+def latest_workflow_id(pool: Pool, row: SessionRecord) -> str:
     """The workflow that holds the session's latest run now (its run workflow's id before it began)."""
-    with engine.connect() as conn:
+    with pool.connection() as conn:
         found = reads.run_workflow(conn, row.session_id, row.run_count)
     return found or run_workflow_id(row.session_id, row.run_count)
 
@@ -729,7 +734,7 @@ async def require_session_async(conn: psycopg.AsyncConnection[Any], session_id: 
     return found_session(await reads.get_session_row_async(conn, session_id), session_id)
 
 
-def require_session(conn: sa.Connection, session_id: str) -> SessionRecord:
+def require_session(conn: psycopg.Connection[Any], session_id: str) -> SessionRecord:
     """The session's row, or :class:`SessionNotFoundError` (a clear error for an unstorable id too)."""
     require_storable("session_id", session_id)
     return found_session(reads.get_session_row(conn, session_id), session_id)
@@ -758,7 +763,7 @@ class PruneReport(BaseModel):
     batches: int
 
 
-def prune(engine: sa.Engine, workflows: Workflows, cutoff: Cutoff, *, dry_run: bool = False,
+def prune(pool: Pool, workflows: Workflows, cutoff: Cutoff, *, dry_run: bool = False,
           batch_size: int = 100) -> PruneReport:
     """Remove finished sessions, each with its whole sub-agent tree, and their DBOS
     workflows, ``batch_size`` trees per transaction (see ``_store/retention.py`` for what
@@ -769,7 +774,7 @@ def prune(engine: sa.Engine, workflows: Workflows, cutoff: Cutoff, *, dry_run: b
     if batch_size < 1:
         raise HelixError(f"batch size must be at least 1, got {batch_size}")
     if dry_run:
-        with engine.connect() as conn:
+        with pool.connection() as conn:
             roots = retention.finished_trees(conn, cutoff, limit=None)
             sessions, ids = retention.tree_sizes(conn, roots), retention.tree_workflow_ids(conn, roots)
         return PruneReport(dry_run=True, roots=roots, sessions=sessions, workflows=len(ids),
@@ -777,7 +782,7 @@ def prune(engine: sa.Engine, workflows: Workflows, cutoff: Cutoff, *, dry_run: b
     roots = []
     sessions = removed_workflows = batches = 0
     while True:
-        with engine.begin() as conn:
+        with pool.connection() as conn, conn.transaction():
             batch = retention.finished_trees(conn, cutoff, batch_size)
             if not batch:
                 break

@@ -123,7 +123,8 @@ class DBOSAgentExecutor:
         )
         self.runtime = AgentRuntime(llm, datasource, log)
         self.runtime.embedder = embedder  # embeds ctx.memory's search queries (helix_dbos.memory)
-        self.engine = self.runtime.engine
+        self.pool = self.runtime.pool
+        """Connections to the helix database for this executor's reads and commands (the runtime's)."""
         self._workflows = LocalWorkflows(self.database_url)
         install_runtime(self.runtime)
         self.lease = keep_lease(self.database_url, log, lease)
@@ -308,8 +309,8 @@ class DBOSAgentExecutor:
         if _in_workflow_code():
             plan = DBOS.run_step({"name": "helix_plan_run"}, _plan_child_run, config.name, None, session_id, "resume")
             return self._start(RunRequest.model_validate(plan))
-        if commands.resumes_in_place(self.engine, self._workflows, session_id):
-            control = commands.resume_workflow(self.engine, self._workflows, session_id)
+        if commands.resumes_in_place(self.pool, self._workflows, session_id):
+            control = commands.resume_workflow(self.pool, self._workflows, session_id)
             return AgentHandle(session_id, control.run, run_workflow_id(session_id, control.run))
         return self._start(commands.plan_run(self.runtime.statements, config.name, session_id=session_id, kind="resume"))
 
@@ -334,8 +335,8 @@ class DBOSAgentExecutor:
         config = self._registered(agent)
         if DBOS.workflow_id is not None:
             raise WorkflowContextError("in workflow code, resume agent runs with resume() (DBOS records it there)")
-        if await asyncio.to_thread(commands.resumes_in_place, self.engine, self._workflows, session_id):
-            control = await asyncio.to_thread(commands.resume_workflow, self.engine, self._workflows, session_id)
+        if await asyncio.to_thread(commands.resumes_in_place, self.pool, self._workflows, session_id):
+            control = await asyncio.to_thread(commands.resume_workflow, self.pool, self._workflows, session_id)
             return AgentHandle(session_id, control.run, control.workflow_id, _live=self.live())
         request = await self._plan_async(commands.RunPlanning(config.name, session_id=session_id, kind="resume"))
         return await self._start_async(request, None, None)
@@ -430,7 +431,7 @@ class DBOSAgentExecutor:
         Returns:
             True when a running run was asked to stop; False when none was running.
         """
-        return commands.interrupt(self.engine, session_id)
+        return commands.interrupt(self.pool, session_id)
 
     async def interrupt_async(self, session_id: str) -> bool:
         """:meth:`interrupt` for async code: one transaction over the process's async
@@ -454,7 +455,7 @@ class DBOSAgentExecutor:
         Returns:
             True when a running run was cancelled; False when none was running.
         """
-        return commands.abort(self.engine, self._workflows, session_id, reason)
+        return commands.abort(self.pool, self._workflows, session_id, reason)
 
     async def abort_async(self, session_id: str, reason: str = "aborted") -> bool:
         """:meth:`abort` for async code (in a worker thread: each run is ended, then its
@@ -497,7 +498,7 @@ class DBOSAgentExecutor:
             InvalidToolResultError: A client tool's output does not match its schema.
             DatabaseUnavailableError: The database stayed unreachable through every retry.
         """
-        return commands.answer(self.engine, self._workflows, session_id, answer, log=self.runtime.log)
+        return commands.answer(self.pool, self._workflows, session_id, answer, log=self.runtime.log)
 
     async def submit_tool_result_async(self, session_id: str, answer: ToolAnswer) -> SubmitOutcome:
         """:meth:`submit_tool_result` for async code (in a worker thread: the answer and its
@@ -535,7 +536,7 @@ class DBOSAgentExecutor:
             SessionNotFoundError: There is no such session.
             HelixError: The session has no step ``at_step``.
         """
-        with self.engine.connect() as conn:
+        with self.pool.connection() as conn:
             return commands.get_session(conn, session_id, at_step)
 
     async def get_session_async(self, session_id: str, at_step: int | None = None) -> SessionRecord:
@@ -597,7 +598,7 @@ class DBOSAgentExecutor:
             SessionNotFoundError: There is no such session.
         """
         self._require_session(session_id)
-        with self.engine.connect() as conn:
+        with self.pool.connection() as conn:
             return reads.list_runs(conn, session_id)
 
     async def list_runs_async(self, session_id: str) -> list[RunRecord]:
@@ -629,7 +630,7 @@ class DBOSAgentExecutor:
             The pending calls, oldest first.
         """
         require_storable("session_id", session_id)
-        with self.engine.connect() as conn:
+        with self.pool.connection() as conn:
             return reads.list_pending(conn, session_id)
 
     async def list_pending_async(self, session_id: str | None = None) -> list[PendingToolCall]:
@@ -657,7 +658,7 @@ class DBOSAgentExecutor:
             SessionNotFoundError: There is no such session.
         """
         self._require_session(session_id)
-        with self.engine.connect() as conn:
+        with self.pool.connection() as conn:
             return reads.usage_summary(conn, session_id)
 
     async def get_usage_async(self, session_id: str) -> UsageSummary:
@@ -708,7 +709,7 @@ class DBOSAgentExecutor:
         """
         if self._session_row(session_id) is None and DBOS.get_workflow_status(run_workflow_id(session_id, 1)) is None:
             raise SessionNotFoundError(f"no session {session_id!r}")
-        return follow_events(self.database_url, session_id, from_seq, engine=self.engine, deltas=deltas, **options)
+        return follow_events(self.database_url, session_id, from_seq, pool=self.pool, deltas=deltas, **options)
 
     def live(self) -> LiveStreams:
         """The async readers of this process in the running event loop: one listening
@@ -764,11 +765,11 @@ class DBOSAgentExecutor:
 
     def _session_row(self, session_id: str) -> SessionRecord | None:
         require_storable("session_id", session_id)
-        with self.engine.connect() as conn:
+        with self.pool.connection() as conn:
             return reads.get_session_row(conn, session_id)
 
     def _require_session(self, session_id: str) -> SessionRecord:
-        with self.engine.connect() as conn:
+        with self.pool.connection() as conn:
             return commands.require_session(conn, session_id)
 
     def _initial_state(self, request: RunRequest) -> dict[str, Any]:
@@ -808,5 +809,5 @@ def _plan_child_run(
     """The ``helix_plan_run`` step: plan a run started by a workflow. Without a session id,
     the new session's id is the parent workflow's id and this step's: the same on replay."""
     sid = session_id or f"{DBOS.workflow_id}-agent-{DBOS.step_id}"
-    request = commands.plan_run(current_runtime().engine, agent_name, input, sid, kind, owner)
+    request = commands.plan_run(current_runtime().pool, agent_name, input, sid, kind, owner)
     return request.model_dump(mode="json")

@@ -214,15 +214,15 @@ class RunEnqueuer:
     ) -> None:
         from helix_dbos._client.workflows import ClientWorkflows
         from helix_dbos._database import resolve_database_url
-        from helix_dbos._store.engine import create_engine
         from helix_dbos._store.migrations import check_schema
+        from helix_dbos._store.pools import create_pool
 
         self.database_url = resolve_database_url(database_url)
         check_schema(self.database_url)
         self.queue = queue
         self.app_version = app_version
         self.workflows = ClientWorkflows(self.database_url, application_name=application_name)
-        self.engine = create_engine(self.database_url, pool_size=2)
+        self.pool = create_pool(self.database_url, max_size=2)
 
     def enqueue(
         self,
@@ -263,12 +263,12 @@ class RunEnqueuer:
         from helix_dbos._client import commands
         from helix_dbos._durable.payloads import run_workflow_id
 
-        request = commands.plan_run(self.engine, agent_name, input, session_id, owner=owner)
+        request = commands.plan_run(self.pool, agent_name, input, session_id, owner=owner)
         workflow_id = run_workflow_id(request.session_id, request.run)
         commands.start_run(self.workflows, request, lambda: self.workflows.enqueue(
             request, workflow_id, queue or self.queue, priority, app_version=self.app_version
         ))
-        commands.claim_started_run(self.engine, request, None)  # the worker adds the state its agent starts with
+        commands.claim_started_run(self.pool, request, None)  # the worker adds the state its agent starts with
         return EnqueuedRun(request.session_id, request.run, workflow_id)
 
     def status(self, run: EnqueuedRun | str) -> str | None:
@@ -319,7 +319,7 @@ class RunEnqueuer:
     def close(self) -> None:
         """Close the enqueuer's connections (leaving a ``with`` block does it)."""
         self.workflows.close()
-        self.engine.dispose()
+        self.pool.close()
 
     def __enter__(self) -> RunEnqueuer:
         return self

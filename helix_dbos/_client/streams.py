@@ -12,7 +12,7 @@ stored: the LLM step publishes each on the session's own channel
 (``helix_dbos._store.delta_channels``), and a reader with ``deltas=True`` LISTENs there too and
 yields them, in the order they were published, between the durable events::
 
-    >>> for item in follow_events(url, "s1", engine=engine, deltas=True):   # doctest: +SKIP
+    >>> for item in follow_events(url, "s1", pool=pool, deltas=True):       # doctest: +SKIP
     ...     if item.type == "delta":
     ...         print(item.text, end="")                  # no seq: never stored
     ...     else:
@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import psycopg
-import sqlalchemy as sa
 from pydantic import ValidationError
 
 from helix_dbos._database import libpq_url
@@ -42,6 +41,7 @@ from helix_dbos._deltas import DeltaRecord
 from helix_dbos.events import RUN_END_EVENTS
 from helix_dbos._store import reads
 from helix_dbos._store.delta_channels import delta_channel, listen_statement
+from helix_dbos._store.pools import Pool
 from helix_dbos._client.notifications import WAKE, Subscription
 from helix_dbos._store.records import EventRecord
 
@@ -91,7 +91,7 @@ def follow_events(
     session_id: str,
     from_seq: int = 0,
     *,
-    engine: sa.Engine,
+    pool: Pool,
     follow: bool = True,
     until_run_end: bool = True,
     idle_timeout: float | None = None,
@@ -111,7 +111,7 @@ def follow_events(
         notes: deque[psycopg.Notify] = deque()
         last = from_seq - 1
         while True:
-            with engine.connect() as conn:
+            with pool.connection() as conn:
                 page = take_page(reads.events_after(conn, session_id, last, limit=PAGE), last, until_run_end)
             yield from page.events
             if page.ended:

@@ -6,18 +6,32 @@ command::
 
     LocalWorkflows(url)                    # DBOS.cancel_workflow, ... in a launched process
     with ClientWorkflows(url) as wf: ...   # the same through a DBOSClient, from any process
+
+A message sent to a workflow commits with helix's own statements when both run in one
+:meth:`Workflows.transaction` (DBOS sends in a caller's transaction only on a SQLAlchemy
+connection, so that transaction is one, and helix's statements run on its psycopg
+connection)::
+
+    with workflows.transaction() as transaction:
+        writes.record_answer(transaction.conn, ...)
+        transaction.send(workflow_id, message, topic, idempotency_key)
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
 import sqlalchemy as sa
 from dbos import WorkflowSerializationFormat
 from opentelemetry import context as otel_context
+from psycopg import Connection
 from pydantic import ValidationError
 
+from helix_dbos._database import render_url
 from helix_dbos._durable.payloads import WORKFLOW_NAME, RunRequest
+from helix_dbos._store.pools import transaction_connection
 from helix_dbos._store.retry import recognize_lost_connections
 
 PORTABLE = WorkflowSerializationFormat.PORTABLE
@@ -29,8 +43,9 @@ class Workflows(Protocol):
 
     def enqueue(self, request: RunRequest, workflow_id: str, queue: str, priority: int | None) -> Any: ...
 
-    def send(self, conn: sa.Connection, workflow_id: str, message: Any, topic: str, idempotency_key: str) -> None:
-        """Send ``message`` inside the caller's transaction ``conn`` (on the system database)."""
+    def transaction(self) -> AbstractContextManager[MessageTransaction]:
+        """A transaction on the system database in which helix's statements and messages to
+        workflows commit together."""
         ...
 
     def cancel(self, workflow_id: str) -> None: ...
@@ -49,6 +64,24 @@ class Workflows(Protocol):
         ...
 
 
+class MessageTransaction:
+    """One transaction on the system database (see :meth:`Workflows.transaction`): helix's
+    statements run on :attr:`conn`, and :meth:`send` adds a message to a workflow to the
+    same commit."""
+
+    def __init__(self, conn: Connection[Any], sql: sa.Connection, workflows: ClientWorkflows) -> None:
+        self.conn = conn
+        """The transaction's psycopg connection, for helix's statements."""
+        self._sql = sql
+        self._workflows = workflows
+
+    def send(self, workflow_id: str, message: Any, topic: str, idempotency_key: str) -> None:
+        """Send ``message`` to the workflow when the transaction commits."""
+        self._workflows.client.send_in_transaction(
+            self._sql, workflow_id, message, topic, idempotency_key=idempotency_key, serialization_type=PORTABLE
+        )
+
+
 class ClientWorkflows:
     """:class:`Workflows` through a ``DBOSClient`` on ``database_url``, made on first use."""
 
@@ -56,6 +89,8 @@ class ClientWorkflows:
         self.database_url = database_url
         self.application_name = application_name
         self._client: Any = None
+        self._engine: sa.Engine | None = None
+        """Where :meth:`transaction` takes its connections, made on first use."""
 
     @property
     def client(self) -> Any:
@@ -92,10 +127,14 @@ class ClientWorkflows:
             options["application_name"] = application_name
         return self.client.enqueue(options, request.model_dump(mode="json"))
 
-    def send(self, conn: sa.Connection, workflow_id: str, message: Any, topic: str, idempotency_key: str) -> None:
-        self.client.send_in_transaction(
-            conn, workflow_id, message, topic, idempotency_key=idempotency_key, serialization_type=PORTABLE
-        )
+    @contextmanager
+    def transaction(self) -> Iterator[MessageTransaction]:
+        if self._engine is None:
+            recognize_lost_connections()
+            url = render_url(self.database_url, drivername="postgresql+psycopg")
+            self._engine = sa.create_engine(url, pool_pre_ping=True)
+        with self._engine.begin() as sql, transaction_connection(sql) as conn:
+            yield MessageTransaction(conn, sql, self)
 
     def cancel(self, workflow_id: str) -> None:
         self.client.cancel_workflow(workflow_id)
@@ -118,6 +157,9 @@ class ClientWorkflows:
         if self._client is not None:
             self._client.destroy()
             self._client = None
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
 
     def __enter__(self) -> ClientWorkflows:
         return self

@@ -13,7 +13,7 @@ the same run, in either order, and the first one writes:
   died right after the start); it also takes, from the same statement, the queue DBOS
   placed it on and the transcript and state it starts from::
 
-      with engine.begin() as conn:
+      with pool.connection() as conn:
           claim = claim_run(conn, request, agent.initial_state(), context=True)
 """
 
@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from psycopg import Connection
 
 from helix_dbos._durable.payloads import RunRequest
 from helix_dbos._store import reads, writes
@@ -54,10 +56,10 @@ class RunClaim:
     refused: str | None = None
 
 
-def claim_run(conn: Any, request: RunRequest, initial_state: dict[str, Any] | None, *,
+def claim_run(conn: Connection[Any], request: RunRequest, initial_state: dict[str, Any] | None, *,
               context: bool = False) -> RunClaim:
-    """Claim run ``request.run`` of its session on ``conn`` (a SQLAlchemy connection in a
-    transaction), or find it claimed already, with one statement; raises
+    """Claim run ``request.run`` of its session on ``conn`` (one statement: in autocommit,
+    or in the caller's transaction), or find it claimed already, with one statement; raises
     :class:`SessionBusyError` when another run holds the session,
     :class:`SessionNotFoundError` to resume a session that does not exist, and
     :class:`ConfigurationError` when DBOS does not know the run's workflow in this

@@ -19,13 +19,15 @@ about aborted helix runs, which the runtime installs, is in ``dbos_log.py``.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Final
+from typing import Any
 
-import sqlalchemy as sa
+import psycopg
 from dbos import DBOS, SQLAlchemyDatasource
+from psycopg import Connection
 
 from helix_dbos.agents import AgentConfig
 from helix_dbos._durable.children.companion_steps import CompanionSteps
@@ -41,15 +43,12 @@ from helix_dbos._logs import EventLog
 from helix_dbos._store import memories, reads, writes
 from helix_dbos._store.memory_records import MemoryWrite
 from helix_dbos._store.delta_channels import DeltaPublisher
-from helix_dbos._store.engine import create_statement_engine
+from helix_dbos._store.pools import Pool, create_pool, create_statement_pool, datasource_transaction
 from helix_dbos._store.live_events import LiveEventWriter
 from helix_dbos._store.records import CommitOutcome, HookStateSave, RecordedOutcome, StepCommit, WaitState
 from helix_dbos._store.retry import retry_transient
 from helix_dbos.subagents import sub_agents_of
 from helix_dbos.types import ACTIVE_STATUSES, Message, SessionStatus
-
-_READ_COMMITTED: Final = "READ COMMITTED"
-
 
 RunContext = tuple[list[Message], dict[str, Any]]
 """A run's transcript and state as of its start."""
@@ -64,49 +63,42 @@ class AgentRuntime:
         """Where workflow code writes its events (``helix_dbos._logs``)."""
         quiet_cancelled_runs(lambda: self.log)
         self.datasource = datasource
-        self.engine = datasource.engine
         self._agents: dict[str, AgentConfig] = {}
         self._run_agents: dict[tuple[str, int], AgentConfig] = {}
-        url = self.engine.url.render_as_string(hide_password=False)
+        url = datasource.engine.url.render_as_string(hide_password=False)
+        self.pool: Pool = create_pool(url, name="helix-runtime")
+        """Reads of workflow code, and the step commits that write memories too."""
         self.deltas = DeltaPublisher(url)
         """Publishes the LLM steps' token deltas (``_durable/streaming.py``)."""
-        self.statements = create_statement_engine(url)
+        self.statements = create_statement_pool(url)
         """Single statements that commit on their own: the step commit, tool outcomes."""
         self.live_events = LiveEventWriter(url)
         """Writes the steps' keyed events as they happen (``_durable/streaming.py``)."""
         self.outcomes = HeldOutcomes(self.record_tool_outcome)
         """Tool outcomes until DBOS saves their steps' checkpoints (``_durable/tool_execution/held_outcomes.py``)."""
-        self.run_watch = RunWatch(self.engine)
+        self.run_watch = RunWatch(self.pool)
         """Tells this process's running tools when their run is interrupted or aborted."""
         self._began: dict[str, RunContext] = {}
         self._began_lock = threading.Lock()
-        transaction = datasource.transaction
-        self.begin_run = transaction(name="helix_begin_run", isolation_level=_READ_COMMITTED)(self._begin_run)
+        transaction = functools.partial(datasource_transaction, datasource)
+        self.begin_run = transaction("helix_begin_run")(self._begin_run)
         """``begin_run(request, initial_state) -> RunStart`` (as JSON): claim the session, add the input."""
-        self.continue_run = transaction(name="helix_continue_run", isolation_level=_READ_COMMITTED)(
-            self._continue_run
-        )
+        self.continue_run = transaction("helix_continue_run")(self._continue_run)
         """``continue_run(request) -> RunStart`` (as JSON): check that the parked run still
         holds its session at its parked step (``refused`` otherwise: it was aborted); the
         continuation then holds the run (``helix.runs.workflow_id``)."""
-        self.claim_child = transaction(name="helix_claim_child", isolation_level=_READ_COMMITTED)(
-            self._claim_child
-        )
+        self.claim_child = transaction("helix_claim_child")(self._claim_child)
         """``claim_child(request) -> refusal``: create a sub-agent's session for its parent's
         call before its workflow starts (None), or say why that session is not the call's."""
-        self.save_hook_state = transaction(name="helix_save_hook_state", isolation_level=_READ_COMMITTED)(
-            self._save_hook_state
-        )
+        self.save_hook_state = transaction("helix_save_hook_state")(self._save_hook_state)
         """``save_hook_state(save) -> patch | None``: what the hooks of a committed step
         wrote, once (None: the session moved on, nothing written)."""
-        self.fail_run = transaction(name="helix_fail_run", isolation_level=_READ_COMMITTED)(self._fail_run)
+        self.fail_run = transaction("helix_fail_run")(self._fail_run)
         """``fail_run(request, error) -> ended``: end a run that raised."""
-        self.suspend = transaction(name="helix_suspend", isolation_level=_READ_COMMITTED)(self._suspend)
+        self.suspend = transaction("helix_suspend")(self._suspend)
         """``suspend(session_id, run, step, status, rows)``: record a step's gated calls
         and their deadlines."""
-        self.collect_answers = transaction(name="helix_collect_answers", isolation_level=_READ_COMMITTED)(
-            self._collect_answers
-        )
+        self.collect_answers = transaction("helix_collect_answers")(self._collect_answers)
         """``collect_answers(session_id, run, tool_call_ids) -> WaitState`` (as JSON): the
         calls answered in time or timed out, how long until the next deadline, and whether
         the run still holds the session (the waiter then holds the run: ``helix.runs.workflow_id``)."""
@@ -156,9 +148,6 @@ class AgentRuntime:
 
     # --- transaction bodies (each runs inside a DBOS datasource transaction) ------------------
 
-    def _connection(self) -> Any:
-        return self.datasource.sql_session().connection()
-
     def began_here(self, workflow_id: str) -> RunContext | None:
         """The transcript and state ``begin_run`` (or ``continue_run``) of this workflow
         read in its own transaction, when it ran in this process just now rather than
@@ -168,8 +157,8 @@ class AgentRuntime:
         with self._began_lock:
             return self._began.pop(workflow_id, None)
 
-    def _begin_run(self, request: RunRequest, initial_state: dict[str, Any]) -> dict[str, Any]:
-        claim = claim_run(self._connection(), request, initial_state, context=True)
+    def _begin_run(self, conn: Connection[Any], request: RunRequest, initial_state: dict[str, Any]) -> dict[str, Any]:
+        claim = claim_run(conn, request, initial_state, context=True)
         if claim.refused is not None:
             return RunStart(refused=claim.refused).model_dump(mode="json")
         assert claim.context is not None
@@ -179,10 +168,9 @@ class AgentRuntime:
         )
         return start.model_dump(mode="json")
 
-    def _continue_run(self, request: RunRequest) -> dict[str, Any]:
+    def _continue_run(self, conn: Connection[Any], request: RunRequest) -> dict[str, Any]:
         parked = request.parked
         assert parked is not None
-        conn = self._connection()
         row = writes.lock_session(conn, request.session_id)
         where = (request.run, parked.step - 1)
         if row is None or row["status"] not in ACTIVE_STATUSES or (row["run_count"], row["step_count"]) != where:
@@ -203,29 +191,28 @@ class AgentRuntime:
         with self._began_lock:
             self._began[request.workflow_id] = context
 
-    def _claim_child(self, request: RunRequest) -> str | None:
+    def _claim_child(self, conn: Connection[Any], request: RunRequest) -> str | None:
         assert request.parent_session_id is not None and request.parent_tool_call_id is not None
         return writes.claim_child_session(
-            self._connection(), session_id=request.session_id, agent_name=request.agent_name,
+            conn, session_id=request.session_id, agent_name=request.agent_name,
             initial_state=self.agent(request.agent_name).initial_state(),
             root_session_id=request.root_session_id or request.parent_session_id,
             parent_session_id=request.parent_session_id, parent_tool_call_id=request.parent_tool_call_id,
             first_workflow_id=run_workflow_id(request.session_id, 1),
         )
 
-    def _save_hook_state(self, save: HookStateSave) -> list[dict[str, Any]] | None:
-        return writes.save_hook_state(self._connection(), save)
+    def _save_hook_state(self, conn: Connection[Any], save: HookStateSave) -> list[dict[str, Any]] | None:
+        return writes.save_hook_state(conn, save)
 
-    def _fail_run(self, request: RunRequest, error: str) -> bool:
+    def _fail_run(self, conn: Connection[Any], request: RunRequest, error: str) -> bool:
         return writes.end_run(
-            self._connection(), session_id=request.session_id, run=request.run, status="failed", error=error,
+            conn, session_id=request.session_id, run=request.run, status="failed", error=error,
             stop_reason="error", event=ErrorEvent(error=error, stop_reason="error"),
         )
 
     def _suspend(
-        self, session_id: str, run: int, step: int, status: SessionStatus, rows: list[dict[str, Any]]
+        self, conn: Connection[Any], session_id: str, run: int, step: int, status: SessionStatus, rows: list[dict[str, Any]]
     ) -> None:
-        conn = self._connection()
         writes.insert_pending_calls(conn, rows)
         writes.set_status(conn, session_id, status)
         events: list[Event] = [
@@ -236,8 +223,9 @@ class AgentRuntime:
         ]
         writes.append_events(conn, session_id, run, step, events)
 
-    def _collect_answers(self, session_id: str, run: int, tool_call_ids: list[str]) -> dict[str, Any]:
-        conn = self._connection()
+    def _collect_answers(
+        self, conn: Connection[Any], session_id: str, run: int, tool_call_ids: list[str]
+    ) -> dict[str, Any]:
         row = writes.lock_session(conn, session_id)
         if row is None or row["run_count"] != run or row["status"] not in ACTIVE_STATUSES:
             return WaitState(run_ended=True).model_dump(mode="json")
@@ -259,16 +247,16 @@ class AgentRuntime:
             commit = commit.model_copy(update={"fresh": False})
         try:
             return retry_transient(lambda: self._write_commit(commit, memory))
-        except sa.exc.IntegrityError as error:
+        except psycopg.errors.UniqueViolation as error:
             if not (commit.fresh and writes.stream_key_taken(error)):
                 raise
             return retry_transient(lambda: self._write_commit(commit.model_copy(update={"fresh": False}), memory))
 
     def _write_commit(self, commit: StepCommit, memory: Sequence[MemoryWrite]) -> CommitOutcome:
         if not memory:
-            with self.statements.connect() as conn:
+            with self.statements.connection() as conn:
                 return writes.commit_step(conn, commit)
-        with self.engine.begin() as conn:
+        with self.pool.connection() as conn, conn.transaction():
             outcome = writes.commit_step(conn, commit)
             if not outcome.replayed and outcome.refused is None:
                 memories.apply_writes(conn, list(memory), commit.session_id, commit.run, commit.step)
@@ -280,7 +268,7 @@ class AgentRuntime:
         """Record how a call ended when no checkpoint will hold it (retried on connection faults)."""
 
         def write() -> None:
-            with self.statements.connect() as conn:
+            with self.statements.connection() as conn:
                 writes.record_tool_outcome(conn, row)
 
         retry_transient(write)
@@ -289,7 +277,7 @@ class AgentRuntime:
         """The outcome recorded for this exact call, or None (retried on connection faults)."""
 
         def read() -> dict[str, Any] | None:
-            with self.statements.connect() as conn:
+            with self.statements.connection() as conn:
                 return reads.recorded_tool_outcome(conn, session_id, step, tool_call_id, call_digest)
 
         return retry_transient(read)
@@ -300,13 +288,13 @@ class AgentRuntime:
         """Transcript and state as of the start of a run (retried on connection faults)."""
 
         def load() -> RunContext:
-            with self.engine.connect() as conn:
+            with self.pool.connection() as conn:
                 return _read_run_context(conn, session_id, message_seq, step)
 
         return retry_transient(load)
 
 
-def _read_run_context(conn: Any, session_id: str, message_seq: int, step: int) -> RunContext:
+def _read_run_context(conn: Connection[Any], session_id: str, message_seq: int, step: int) -> RunContext:
     return reads.load_messages(conn, session_id, message_seq), reads.load_state(conn, session_id, step)
 
 

@@ -59,7 +59,7 @@ async def list_and_record(toolset: Toolset, run: ToolsetRun) -> list[dict[str, A
     names = [tool.name for tool in toolset.tools(listing, run)]
 
     def record() -> None:
-        with current_runtime().engine.begin() as conn:
+        with current_runtime().pool.connection() as conn:
             tool_servers.record_toolset_tools(conn, run.session_id, run.run, toolset.name, names)
 
     await asyncio.to_thread(retry_transient, record)
@@ -99,7 +99,7 @@ def session_owner(session_id: str) -> str | None:
     """The session's owner (the ``session_owner`` step; retried on connection faults)."""
 
     def read() -> str | None:
-        with current_runtime().engine.connect() as conn:
+        with current_runtime().pool.connection() as conn:
             row = reads.get_session_row(conn, session_id)
             return row.owner if row is not None else None
 

@@ -122,7 +122,7 @@ RUN_WORKFLOWS = (
     " w.application_name,"
     " (SELECT version_name FROM dbos.application_versions v WHERE v.application_name = w.application_name"
     "   ORDER BY version_timestamp DESC LIMIT 1) AS latest_version"
-    " FROM dbos.workflow_status w WHERE w.workflow_uuid = ANY (:ids)"
+    " FROM dbos.workflow_status w WHERE w.workflow_uuid = ANY (%(ids)s)"
 )
 """Of each workflow in ``:ids``: its status, executor and version, and the latest version of
 its application (what ``helix-dbos runs`` shows beside a run)."""

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from helix_dbos._store.engine import to_json
+from helix_dbos._store.statements import to_json
 from helix_dbos._store.records import KeyedEvent
 from helix_dbos._store.sender import Sender
 from helix_dbos._text import storable

@@ -15,11 +15,13 @@ DBOS workflows is ``PENDING`` or ``ENQUEUED``. The cutoff is on the database's c
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
-import sqlalchemy as sa
+from psycopg import Connection
 from pydantic import BaseModel, model_validator
 
 from helix_dbos._store import dbos_tables
+from helix_dbos._store.statements import first_value
 
 FINISHED_STATUSES = ("completed", "failed", "aborted")
 """Statuses of a session that is done; an ``interrupted`` one waits to be resumed and stays."""
@@ -45,28 +47,28 @@ class Cutoff(BaseModel):
         return self
 
 
-_ROOTS = "SELECT num FROM helix.sessions WHERE id = ANY (:roots)"
+_ROOTS = "SELECT num FROM helix.sessions WHERE id = ANY (%(roots)s)"
 """The numbers of the root sessions ``:roots`` (ids)."""
 
-_FINISHED_TREES = sa.text("""
-WITH cutoff AS (SELECT COALESCE(CAST(:at AS timestamptz), now() - make_interval(secs => :age)) AS t)
+_FINISHED_TREES = ("""
+WITH cutoff AS (SELECT COALESCE(CAST(%(at)s AS timestamptz), now() - make_interval(secs => %(age)s)) AS t)
 SELECT r.id FROM helix.sessions r, cutoff
  WHERE r.parent_session_num IS NULL
    AND NOT EXISTS (
        SELECT 1 FROM helix.sessions s
         WHERE s.root_session_num = r.num
-          AND (s.status <> ALL (:finished) OR s.updated_at >= cutoff.t
+          AND (s.status <> ALL (%(finished)s) OR s.updated_at >= cutoff.t
                OR EXISTS (SELECT 1 FROM helix.pending_tool_calls p
                            WHERE p.session_num = s.num AND p.status = 'pending')
                OR EXISTS (SELECT 1 FROM helix.runs u
                            WHERE u.session_num = s.num AND {running})))
  ORDER BY r.updated_at, r.id
- LIMIT :limit
+ LIMIT %(limit)s
  FOR UPDATE OF r SKIP LOCKED
 """.format(running=dbos_tables.WORKFLOW_RUNNING.format(workflow_id="u.workflow_id")))
 
 
-def finished_trees(conn: sa.Connection, cutoff: Cutoff, limit: int | None) -> list[str]:
+def finished_trees(conn: Connection[Any], cutoff: Cutoff, limit: int | None) -> list[str]:
     """Up to ``limit`` (None: all) root session ids whose whole tree may be removed, oldest
     first, their rows locked until the transaction ends (rows another transaction holds
     are skipped: that session is in use)."""
@@ -75,20 +77,16 @@ def finished_trees(conn: sa.Connection, cutoff: Cutoff, limit: int | None) -> li
     return [row[0] for row in conn.execute(_FINISHED_TREES, params)]
 
 
-def tree_sizes(conn: sa.Connection, roots: list[str]) -> int:
+def tree_sizes(conn: Connection[Any], roots: list[str]) -> int:
     """How many sessions the trees of ``roots`` hold."""
-    return int(
-        conn.execute(
-            sa.text(f"SELECT count(*) FROM helix.sessions WHERE root_session_num IN ({_ROOTS})"), {"roots": roots}
-        ).scalar_one()
-    )
+    return int(first_value(conn, f"SELECT count(*) FROM helix.sessions WHERE root_session_num IN ({_ROOTS})", {"roots": roots}))
 
 
-def tree_workflow_ids(conn: sa.Connection, roots: list[str]) -> list[str]:
+def tree_workflow_ids(conn: Connection[Any], roots: list[str]) -> list[str]:
     """The DBOS workflow ids of every run of every session in the trees of ``roots``: each
     run's own, and the waiter and continuation of each step at which it parked."""
     rows = conn.execute(
-        sa.text(
+        (
             f"WITH tree AS (SELECT num, id FROM helix.sessions WHERE root_session_num IN ({_ROOTS})),"
             " parked AS (SELECT DISTINCT t.id, p.run, p.step, p.workflow_id"
             "             FROM helix.pending_tool_calls p JOIN tree t ON t.num = p.session_num)"
@@ -102,12 +100,12 @@ def tree_workflow_ids(conn: sa.Connection, roots: list[str]) -> list[str]:
     return [row[0] for row in rows]
 
 
-def delete_trees(conn: sa.Connection, roots: list[str]) -> int:
+def delete_trees(conn: Connection[Any], roots: list[str]) -> int:
     """Delete every helix row of the trees of ``roots``; returns how many sessions went."""
     tree = f"SELECT num FROM helix.sessions WHERE root_session_num IN ({_ROOTS})"
     for table in _TABLES:
-        conn.execute(sa.text(f"DELETE FROM helix.{table} WHERE session_num IN ({tree})"), {"roots": roots})
+        conn.execute(f"DELETE FROM helix.{table} WHERE session_num IN ({tree})", {"roots": roots})
     deleted = conn.execute(
-        sa.text(f"DELETE FROM helix.sessions WHERE root_session_num IN ({_ROOTS})"), {"roots": roots}
+        f"DELETE FROM helix.sessions WHERE root_session_num IN ({_ROOTS})", {"roots": roots}
     )
     return int(deleted.rowcount)

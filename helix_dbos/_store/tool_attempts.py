@@ -10,7 +10,7 @@ cut off from the database, and its runs were adopted; or it was restarted, even 
 same executor id and pid, as a container restarts). A process that releases its lease
 (a drain) forgets its attempts: the calls it handed back were not lost::
 
-    with engine.begin() as conn:
+    with pool.connection() as conn, conn.transaction():
         lost = lost_attempts(conn, attempt)       # executor ids, one per lost attempt
         start_attempts(conn, [attempt])           # or the step's parallel calls at once
 """
@@ -20,9 +20,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
-import psycopg
-import sqlalchemy as sa
+from psycopg import Connection
 
 from helix_dbos._store.reads import session_num
 
@@ -45,30 +45,30 @@ class Attempt:
     process: str = PROCESS
 
 
-def start_attempts(conn: sa.Connection, attempts: Sequence[Attempt]) -> None:
+def start_attempts(conn: Connection[Any], attempts: Sequence[Attempt]) -> None:
     """Record, in one statement, that this process starts the bodies of calls of one step
     (once per process and call)."""
     first = attempts[0]
     assert all((a.session_id, a.step, a.process) == (first.session_id, first.step, first.process) for a in attempts)
     conn.execute(
-        sa.text(
+        (
             "INSERT INTO helix.tool_attempts (session_num, step, tool_call_id, executor_id, host, pid, process)"
-            f" SELECT {session_num('session_id')}, :step, ids.id, :executor_id, :host, :pid, :process"
-            " FROM unnest(CAST(:ids AS text[])) AS ids(id)"
+            f" SELECT {session_num('session_id')}, %(step)s, ids.id, %(executor_id)s, %(host)s, %(pid)s, %(process)s"
+            " FROM unnest(CAST(%(ids)s AS text[])) AS ids(id)"
             " ON CONFLICT DO NOTHING"
         ),
         {**asdict(first), "ids": [a.tool_call_id for a in attempts]},
     )
 
 
-def lost_attempts(conn: sa.Connection, attempt: Attempt) -> list[str]:
+def lost_attempts(conn: Connection[Any], attempt: Attempt) -> list[str]:
     """The executor ids of the call's earlier attempts by other processes that no longer
     hold the live lease they started them under, oldest first."""
     rows = conn.execute(
-        sa.text(
+        (
             "SELECT a.executor_id FROM helix.tool_attempts a"
-            f" WHERE a.session_num = {session_num('session_id')} AND a.step = :step AND a.tool_call_id = :tool_call_id"
-            "   AND a.process <> :process"
+            f" WHERE a.session_num = {session_num('session_id')} AND a.step = %(step)s AND a.tool_call_id = %(tool_call_id)s"
+            "   AND a.process <> %(process)s"
             "   AND NOT EXISTS (SELECT 1 FROM helix.workers w"
             "                    WHERE w.executor_id = a.executor_id AND w.host = a.host AND w.pid = a.pid"
             "                      AND w.state IN ('live', 'draining') AND w.started_at <= a.started_at)"
@@ -76,10 +76,10 @@ def lost_attempts(conn: sa.Connection, attempt: Attempt) -> list[str]:
         ),
         asdict(attempt),
     )
-    return [row[0] for row in rows]
+    return [row[0] for row in rows.fetchall()]
 
 
-def forget_handed_back(conn: psycopg.Connection) -> None:
+def forget_handed_back(conn: Connection[Any]) -> None:
     """Forget this process's attempts as it releases its lease: the calls it still ran
     were handed back, not lost."""
     conn.execute("DELETE FROM helix.tool_attempts WHERE process = %s", (PROCESS,))

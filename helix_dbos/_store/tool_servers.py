@@ -12,34 +12,30 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
-from psycopg import AsyncConnection
-from psycopg.rows import dict_row
+from psycopg import AsyncConnection, Connection
 
-from helix_dbos._store.engine import psycopg_sql
 from helix_dbos._store.reads import session_num
+from helix_dbos._store.statements import all_rows, all_rows_async
 
-_RECORD = sa.text(
+_RECORD = (
     f"INSERT INTO helix.toolset_tools (session_num, run, tool_name, toolset)"
-    f" SELECT {session_num()}, :run, name, :toolset FROM unnest(CAST(:names AS text[])) AS name"
+    f" SELECT {session_num()}, %(run)s, name, %(toolset)s FROM unnest(CAST(%(names)s AS text[])) AS name"
     " ON CONFLICT DO NOTHING"
 )
-_READ = sa.text(f"SELECT tool_name, toolset FROM helix.toolset_tools WHERE session_num = {session_num()} ORDER BY run")
+_READ = f"SELECT tool_name, toolset FROM helix.toolset_tools WHERE session_num = {session_num()} ORDER BY run"
 
 
-def record_toolset_tools(conn: sa.Connection, session_id: str, run: int, toolset: str, names: list[str]) -> None:
+def record_toolset_tools(conn: Connection[Any], session_id: str, run: int, toolset: str, names: list[str]) -> None:
     """Record that ``names`` (as the model calls them) are tools of ``toolset`` in the run."""
     if names:
         conn.execute(_RECORD, {"id": session_id, "run": run, "toolset": toolset, "names": names})
 
 
-def tool_servers(conn: sa.Connection, session_id: str) -> dict[str, str]:
+def tool_servers(conn: Connection[Any], session_id: str) -> dict[str, str]:
     """The toolset of each tool name the session's runs listed (a later run's wins)."""
-    return {row.tool_name: row.toolset for row in conn.execute(_READ, {"id": session_id})}
+    return {row["tool_name"]: row["toolset"] for row in all_rows(conn, _READ, {"id": session_id})}
 
 
 async def tool_servers_async(conn: AsyncConnection[Any], session_id: str) -> dict[str, str]:
     """:func:`tool_servers` over an async connection."""
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(psycopg_sql(_READ.text), {"id": session_id})
-        return {row["tool_name"]: row["toolset"] for row in await cur.fetchall()}
+    return {row["tool_name"]: row["toolset"] for row in await all_rows_async(conn, _READ, {"id": session_id})}

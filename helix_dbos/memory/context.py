@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
-
 from helix_dbos._store import reads
 from helix_dbos._store.memory_records import MemoryHit, MemoryWrite, Namespace, SearchMode
+from helix_dbos._store.pools import Pool
 from helix_dbos._store.retry import retry_transient
 from helix_dbos.memory.embedders import Embedder
 from helix_dbos.memory.search import search
@@ -30,14 +29,14 @@ class ToolMemory:
     """The memory of one tool call (``ctx.memory``); built by the runtime.
 
     Args:
-        engine: The helix database's engine (searches and the owner read it).
+        pool: The helix database's connection pool (searches and the owner read it).
         embedder: Embeds search queries; None: hybrid search is text search.
         session_id: The session of the running agent.
         tool_call_id: The call's id, recorded with each write.
     """
 
-    def __init__(self, engine: sa.Engine, embedder: Embedder | None, session_id: str, tool_call_id: str) -> None:
-        self._engine = engine
+    def __init__(self, pool: Pool, embedder: Embedder | None, session_id: str, tool_call_id: str) -> None:
+        self._pool = pool
         self._embedder = embedder
         self._session_id = session_id
         self._tool_call_id = tool_call_id
@@ -122,14 +121,14 @@ class ToolMemory:
             VectorSearchUnavailableError: ``mode="vector"`` where there are no vectors.
         """
         return retry_transient(
-            lambda: search(self._engine, self._embedder, prefix, query, limit=limit, mode=mode, filter=filter)
+            lambda: search(self._pool, self._embedder, prefix, query, limit=limit, mode=mode, filter=filter)
         )
 
     def owner(self) -> str | None:
         """Who the run's session belongs to (its root's owner; None: nobody)."""
 
         def read() -> str | None:
-            with self._engine.connect() as conn:
+            with self._pool.connection() as conn:
                 row = reads.get_session_row(conn, self._session_id)
                 return row.owner if row is not None else None
 

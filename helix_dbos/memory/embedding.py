@@ -31,12 +31,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import sqlalchemy as sa
 from dbos import DBOS, Queue, SetWorkflowID
 
 from helix_dbos._error_text import first_line
 from helix_dbos._store import memories
-from helix_dbos._store.engine import create_engine
+from helix_dbos._store.pools import Pool, create_pool
 from helix_dbos._store.retry import retry_transient
 from helix_dbos.observability import metrics
 from helix_dbos.memory.embedders import Embedder, EmbeddingError, checked, space_name
@@ -54,7 +53,7 @@ POLLING_INTERVAL_SECONDS = 0.2
 """The embedding queue: 16 workflows at once per process, at most 100 started a second
 (across every process), looked for every 0.2 s."""
 
-_engine: sa.Engine | None = None
+_pool: Pool | None = None
 _embedders: dict[str, Embedder] = {}
 
 
@@ -73,8 +72,8 @@ class EmbeddingWorker:
     """
 
     def __init__(self, database_url: str, embedders: Sequence[Embedder], *, poll_seconds: float = 1.0) -> None:
-        global _engine
-        _engine = create_engine(database_url)
+        global _pool
+        _pool = create_pool(database_url)
         for embedder in embedders:
             _embedders[space_name(embedder)] = embedder
         self.poll_seconds = poll_seconds
@@ -101,12 +100,12 @@ class EmbeddingWorker:
     def enqueue_pending(self) -> int:
         """Enqueue one workflow per pending memory and space (a no-op for those queued
         already); how many were looked at."""
-        engine, queue = _require_engine(), self._queue
+        pool, queue = _require_pool(), self._queue
         if queue is None:
             raise EmbeddingError("EmbeddingWorker.start() registers the queue first")
 
         def read() -> list[dict[str, Any]]:
-            with engine.begin() as conn:
+            with pool.connection() as conn:
                 return memories.pending_embeddings(conn)
 
         todo = retry_transient(read)
@@ -143,8 +142,8 @@ def embed_memory(memory_id: int, space_id: int) -> str:
 
 def embed_step(memory_id: int, space_id: int) -> str:
     """The ``embed`` step: read the job, call the embedder, write the vector back."""
-    engine = _require_engine()
-    with engine.begin() as conn:
+    pool = _require_pool()
+    with pool.connection() as conn:
         job = memories.embedding_job(conn, memory_id, space_id)
     if job is None:
         return "nothing"
@@ -157,23 +156,23 @@ def embed_step(memory_id: int, space_id: int) -> str:
         metrics.embedded(job["model"], time.perf_counter() - started, ok=True)
     except Exception as exc:
         metrics.embedded(job["model"], time.perf_counter() - started, ok=False)
-        with engine.begin() as conn:
+        with pool.connection() as conn, conn.transaction():
             memories.count_attempt(conn, memory_id, space_id, job["content_hash"], first_line(exc))
         raise
-    with engine.begin() as conn:
+    with pool.connection() as conn, conn.transaction():
         written = memories.write_vector(conn, memory_id, space_id, job["content_hash"], vector)
     return "complete" if written else "changed"
 
 
 def mark_failed(memory_id: int, space_id: int) -> None:
     """The ``failed`` step: the retries ran out (the last error and the attempts stay)."""
-    with _require_engine().begin() as conn:
+    with _require_pool().connection() as conn, conn.transaction():
         memories.fail_embedding(conn, memory_id, space_id)
 
 
-def _require_engine() -> sa.Engine:
-    if _engine is None:
+def _require_pool() -> Pool:
+    if _pool is None:
         raise EmbeddingError("no EmbeddingWorker was created in this process before DBOS.launch()")
-    return _engine
+    return _pool
 
 

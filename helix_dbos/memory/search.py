@@ -1,7 +1,7 @@
 """One search over memories, shared by :class:`~helix_dbos.memory.MemoryStore` and
 ``ctx.memory``: text, vector, or both merged by reciprocal rank fusion::
 
-    hits = search(engine, embedder, ("user",), "green tea", limit=5, mode="hybrid", filter={})
+    hits = search(pool, embedder, ("user",), "green tea", limit=5, mode="hybrid", filter={})
 
 Hybrid takes each list's best ``CANDIDATES_PER_HIT * limit`` and scores a memory
 ``sum(1 / (RRF_K + rank))`` over the lists that found it, so a pending memory (no vector
@@ -17,12 +17,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import sqlalchemy as sa
-
 from helix_dbos._store import memories
 from helix_dbos._store.memory_records import (
     MemoryHit, Namespace, SearchMode, check_limit, check_metadata, check_mode, check_namespace, check_text,
 )
+from helix_dbos._store.pools import Pool
 from helix_dbos.errors import VectorSearchUnavailableError
 from helix_dbos.memory.embedders import Embedder, EmbeddingError, embed_one, space_name
 
@@ -33,18 +32,18 @@ CANDIDATES_PER_HIT = 4
 
 
 def search(
-    engine: sa.Engine, embedder: Embedder | None, prefix: Namespace, query: str, *, limit: int, mode: SearchMode,
+    pool: Pool, embedder: Embedder | None, prefix: Namespace, query: str, *, limit: int, mode: SearchMode,
     filter: dict[str, Any] | None,
 ) -> list[MemoryHit]:
     """The memories under ``prefix`` that best answer ``query`` (inputs checked first)."""
     prefix = check_namespace(prefix, prefix=True)
     query = check_text(query, what="a search query")
     limit, mode, wanted = check_limit(limit), check_mode(mode), check_metadata(filter)
-    with engine.begin() as conn:
+    with pool.connection() as conn:
         space = memories.active_space(conn)
     usable = space is not None and embedder is not None and space_name(embedder) == space["name"]
     if mode == "text" or (mode == "hybrid" and not usable):
-        return _text_hits(engine, prefix, query, limit, wanted)
+        return _text_hits(pool, prefix, query, limit, wanted)
     if space is None:
         raise VectorSearchUnavailableError(
             "no embedding space is active: memory searches by text only here"
@@ -61,19 +60,19 @@ def search(
         if mode == "vector":
             raise
         logger.warning("memory search: the query could not be embedded, searching by text only", exc_info=True)
-        return _text_hits(engine, prefix, query, limit, wanted)
-    pool = limit if mode == "vector" else limit * CANDIDATES_PER_HIT
-    with engine.begin() as conn:
-        near = memories.vector_search(conn, space, prefix, vector, limit=pool, filter=wanted)
+        return _text_hits(pool, prefix, query, limit, wanted)
+    candidates = limit if mode == "vector" else limit * CANDIDATES_PER_HIT
+    with pool.connection() as conn, conn.transaction():
+        near = memories.vector_search(conn, space, prefix, vector, limit=candidates, filter=wanted)
     if mode == "vector":
         return [MemoryHit(memory=m, score=s, vector_rank=i) for i, (m, s) in enumerate(near, 1)]
-    with engine.begin() as conn:
-        words = memories.text_search(conn, prefix, query, limit=pool, filter=wanted)
+    with pool.connection() as conn:
+        words = memories.text_search(conn, prefix, query, limit=candidates, filter=wanted)
     return fuse(words, near, limit)
 
 
-def _text_hits(engine: sa.Engine, prefix: Namespace, query: str, limit: int, wanted: dict[str, Any]) -> list[MemoryHit]:
-    with engine.begin() as conn:
+def _text_hits(pool: Pool, prefix: Namespace, query: str, limit: int, wanted: dict[str, Any]) -> list[MemoryHit]:
+    with pool.connection() as conn:
         found = memories.text_search(conn, prefix, query, limit=limit, filter=wanted)
     return [MemoryHit(memory=m, score=s, text_rank=i) for i, (m, s) in enumerate(found, 1)]
 

@@ -20,14 +20,12 @@ import functools
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-import sqlalchemy as sa
-
 from helix_dbos._database import validate_url
 from helix_dbos._store import memories
-from helix_dbos._store.engine import create_engine
 from helix_dbos._store.memory_records import (
     Memory, MemoryHit, MemoryWrite, Namespace, Provenance, SearchMode, check_limit, check_namespace,
 )
+from helix_dbos._store.pools import Pool, create_pool
 from helix_dbos.errors import MemoryInputError, VectorSearchUnavailableError
 from helix_dbos.memory.embedders import Embedder, space_name
 from helix_dbos.memory.search import search
@@ -43,12 +41,12 @@ STATUSES = ("pending", "complete", "failed")
 
 def vector_available(database_url: str) -> bool:
     """Whether the Postgres at ``database_url`` has pgvector (else memory is text-only)."""
-    engine = create_engine(validate_url(database_url))
+    pool = create_pool(validate_url(database_url))
     try:
-        with engine.begin() as conn:
+        with pool.connection() as conn:
             return memories.vector_available(conn)
     finally:
-        engine.dispose()
+        pool.close()
 
 
 def _async_twin(method: Callable[P, R]) -> Callable[P, Any]:
@@ -67,16 +65,16 @@ class MemoryStore:
         database_url: The helix database (migrated: ``helix-dbos migrate``).
         embedder: Embeds search queries for vector and hybrid search; without one,
             hybrid search is text search.
-        engine: An engine to share instead of making one from the URL.
+        pool: A connection pool to share instead of making one from the URL.
     """
 
     def __init__(self, database_url: str | None = None, *, embedder: Embedder | None = None,
-                 engine: sa.Engine | None = None) -> None:
-        if engine is None:
+                 pool: Pool | None = None) -> None:
+        if pool is None:
             if database_url is None:
-                raise MemoryInputError("MemoryStore needs database_url= or engine=")
-            engine = create_engine(validate_url(database_url))
-        self.engine = engine
+                raise MemoryInputError("MemoryStore needs database_url= or pool=")
+            pool = create_pool(validate_url(database_url))
+        self.pool = pool
         self.embedder = embedder
 
     # --- writes ------------------------------------------------------------------------------
@@ -101,7 +99,7 @@ class MemoryStore:
             MemoryInputError: An input is out of bounds; nothing is written.
         """
         write = MemoryWrite.remember(namespace, text, key=key, metadata=metadata, expires_in=expires_in)
-        with self.engine.begin() as conn:
+        with self.pool.connection() as conn, conn.transaction():
             memory_id = memories.remember(conn, write, Provenance())
             found = memories.get(conn, memory_id)
         assert found is not None
@@ -123,7 +121,7 @@ class MemoryStore:
                 out of bounds; nothing is deleted.
         """
         write = MemoryWrite.forget(namespace, key=key, memory_id=memory_id)
-        with self.engine.begin() as conn:
+        with self.pool.connection() as conn, conn.transaction():
             return memories.forget(conn, write)
 
     def erase(self, prefix: Namespace) -> dict[str, int]:
@@ -137,7 +135,7 @@ class MemoryStore:
             How many ``memories``, ``vectors`` and ``embeddings`` were deleted.
         """
         prefix = check_namespace(prefix)
-        with self.engine.begin() as conn:
+        with self.pool.connection() as conn, conn.transaction():
             return memories.erase(conn, prefix)
 
     def retry_failed(self, prefix: Namespace = ()) -> int:
@@ -151,12 +149,12 @@ class MemoryStore:
             How many embeddings were made pending.
         """
         prefix = check_namespace(prefix, prefix=True)
-        with self.engine.begin() as conn:
+        with self.pool.connection() as conn, conn.transaction():
             return memories.retry_failed(conn, prefix)
 
     def delete_expired(self) -> int:
         """Delete the memories whose expiry has passed; how many."""
-        with self.engine.begin() as conn:
+        with self.pool.connection() as conn, conn.transaction():
             return memories.delete_expired(conn)
 
     # --- reads -----------------------------------------------------------------------------
@@ -170,7 +168,7 @@ class MemoryStore:
         Returns:
             The memory, or None when there is none with this id.
         """
-        with self.engine.begin() as conn:
+        with self.pool.connection() as conn:
             return memories.get(conn, memory_id)
 
     def list_memories(self, prefix: Namespace = (), *, status: str | None = None, limit: int = 50) -> list[Memory]:
@@ -191,7 +189,7 @@ class MemoryStore:
         prefix, limit = check_namespace(prefix, prefix=True), check_limit(limit)
         if status is not None and status not in STATUSES:
             raise MemoryInputError(f"status is one of {', '.join(STATUSES)}, not {status!r}")
-        with self.engine.begin() as conn:
+        with self.pool.connection() as conn:
             return memories.list_memories(conn, prefix, status=status, limit=limit)
 
     def search(
@@ -214,7 +212,7 @@ class MemoryStore:
         Raises:
             VectorSearchUnavailableError: ``mode="vector"`` where there are no vectors.
         """
-        return search(self.engine, self.embedder, prefix, query, limit=limit, mode=mode, filter=filter)
+        return search(self.pool, self.embedder, prefix, query, limit=limit, mode=mode, filter=filter)
 
     def namespaces(self, prefix: Namespace = ()) -> list[dict[str, Any]]:
         """Each namespace under ``prefix``: its ``memories``, ``pending`` and ``failed`` counts.
@@ -226,13 +224,13 @@ class MemoryStore:
             One dict per namespace (its ``namespace`` and the counts), by namespace.
         """
         prefix = check_namespace(prefix, prefix=True)
-        with self.engine.begin() as conn:
+        with self.pool.connection() as conn:
             return memories.namespaces(conn, prefix)
 
     def status(self) -> dict[str, Any]:
         """The memory mode (``vector`` or ``text-only``), the embedding spaces, and the
         memories by embedding status in the active space."""
-        with self.engine.begin() as conn:
+        with self.pool.connection() as conn:
             available = memories.vector_available(conn)
             return {
                 "mode": "vector" if available else "text-only",
@@ -261,7 +259,7 @@ class MemoryStore:
         embedder = embedder or self.embedder
         if embedder is None:
             raise MemoryInputError("add_space needs an embedder")
-        with self.engine.begin() as conn:
+        with self.pool.connection() as conn, conn.transaction():
             if not memories.vector_available(conn):
                 raise VectorSearchUnavailableError(TEXT_ONLY_NOTICE)
             first = not memories.spaces(conn)
@@ -279,7 +277,7 @@ class MemoryStore:
         Raises:
             MemoryInputError: There is no space named ``name``.
         """
-        with self.engine.begin() as conn:
+        with self.pool.connection() as conn, conn.transaction():
             if not memories.activate_space(conn, name):
                 raise MemoryInputError(f"no embedding space named {name!r}")
 
@@ -292,7 +290,7 @@ class MemoryStore:
         Raises:
             MemoryInputError: There is no space named ``name``, or it is the active one.
         """
-        with self.engine.begin() as conn:
+        with self.pool.connection() as conn, conn.transaction():
             space = memories.space_named(conn, name)
             if space is None:
                 raise MemoryInputError(f"no embedding space named {name!r}")
@@ -302,7 +300,7 @@ class MemoryStore:
 
     def dispose(self) -> None:
         """Close the store's connections."""
-        self.engine.dispose()
+        self.pool.close()
 
     remember_async = _async_twin(remember)
     forget_async = _async_twin(forget)

@@ -36,7 +36,7 @@ from test_operator_commands import (  # type: ignore[import-not-found]
 
 
 def session_row(executor: Any, session_id: str) -> dict[str, Any]:
-    return rows(executor, "SELECT updated_at, version, interrupt_requested, status FROM helix.sessions WHERE id = :s",
+    return rows(executor, "SELECT updated_at, version, interrupt_requested, status FROM helix.sessions WHERE id = %(s)s",
                 s=session_id)[0]
 
 
@@ -51,7 +51,7 @@ def test_a_client_holds_one_pool_and_one_dbos_client_across_calls(executor: Any,
             assert [c.tool_call_id for c in ops.list_pending(sid)] == ["r1"]
             assert ops.get_session(sid).session_id == sid
         assert ops.list_workers() is not None and ops.list_workers() is not None
-        assert ops._engine.pool.checkedin() == 1  # one pooled connection served every read
+        assert ops._pool.get_stats()["pool_available"] == 1  # one pooled connection served every read
         dbos_client = ops._workflows.client
         assert ops.state_at(sid, 1) == {"notes": ["a"]}
         assert ops._workflows.client is dbos_client
@@ -192,8 +192,8 @@ def test_a_hook_state_save_moves_neither_updated_at_nor_version(executor: Any, u
     _, handle = waiting
     sid = handle.session_id
     before = session_row(executor, sid)
-    with executor.engine.begin() as conn:
-        step = rows(executor, "SELECT step_count FROM helix.sessions WHERE id = :s", s=sid)[0]["step_count"]
+    with executor.pool.connection() as conn, conn.transaction():
+        step = rows(executor, "SELECT step_count FROM helix.sessions WHERE id = %(s)s", s=sid)[0]["step_count"]
         saved = writes.save_hook_state(conn, HookStateSave(session_id=sid, run=1, step=step,
                                                            patch=[{"op": "add", "path": "/seen", "value": True}]))
     assert saved is not None and executor.get_session(sid).state["seen"] is True

@@ -17,12 +17,12 @@ from typing import Any
 
 import psycopg
 import pytest
-import sqlalchemy as sa
 from pydantic import BaseModel
 
 from helix_dbos import MockLLMAdapter, ToolContext, define_agent, define_tool
 from helix_dbos._database import libpq_url
 from helix_dbos._store.migrations import load_migrations, migrate
+from helix_dbos._store.statements import all_rows
 from helix_dbos.types import AssistantMessage, Message, ToolSpec
 
 HELIX = Path(sys.executable).with_name("helix-dbos")
@@ -81,12 +81,12 @@ def wait_for(predicate: Callable[[], Any], timeout: float = RESULT_TIMEOUT, what
 
 
 def rows(executor: Any, sql: str, **params: Any) -> list[dict[str, Any]]:
-    with executor.engine.connect() as conn:
-        return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
+    with executor.pool.connection() as conn:
+        return all_rows(conn, sql, params)
 
 
 def status_of(executor: Any, session_id: str) -> str:
-    return rows(executor, "SELECT status FROM helix.sessions WHERE id = :id", id=session_id)[0]["status"]
+    return rows(executor, "SELECT status FROM helix.sessions WHERE id = %(id)s", id=session_id)[0]["status"]
 
 
 class Notes(BaseModel):
@@ -327,10 +327,10 @@ def test_abort_then_resume_restarts_the_workflow_where_it_waited(executor: Any, 
     done = json.loads(run_cli(url, "abort", sid, "--json").stdout)
     assert done == {"session_id": sid, "run": 1, "workflow_id": waiter, "status": "aborted", "changed": True,
                     "enqueued_on": None}
-    assert rows(executor, "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = :w", w=waiter) == [
+    assert rows(executor, "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = %(w)s", w=waiter) == [
         {"status": "CANCELLED"}
     ]
-    run = rows(executor, "SELECT status, stop_reason, error FROM helix.runs WHERE session_num = helix.session_num(:id)", id=sid)
+    run = rows(executor, "SELECT status, stop_reason, error FROM helix.runs WHERE session_num = helix.session_num(%(id)s)", id=sid)
     assert run == [{"status": "aborted", "stop_reason": "aborted", "error": "aborted by an operator"}]
     assert run_cli(url, "pending", "--session", sid).stdout == "no pending tool calls\n"
     assert "cancelled with its run" in run_cli(url, "approve", sid, "r1", expect=1).stderr
@@ -345,10 +345,10 @@ def test_abort_then_resume_restarts_the_workflow_where_it_waited(executor: Any, 
     wait_for(lambda: status_of(executor, sid) == "completed", what="the resumed run to complete")
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     assert refunds == [40]
-    assert rows(executor, "SELECT status, end_step FROM helix.runs WHERE session_num = helix.session_num(:id)", id=sid) == [
+    assert rows(executor, "SELECT status, end_step FROM helix.runs WHERE session_num = helix.session_num(%(id)s)", id=sid) == [
         {"status": "completed", "end_step": 4}
     ]
-    types = [e["type"] for e in rows(executor, "SELECT type FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :id) ORDER BY seq", id=sid)]
+    types = [e["type"] for e in rows(executor, "SELECT type FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(id)s) ORDER BY seq", id=sid)]
     assert types.index("aborted") < types.index("resumed") < types.index("finish")
     assert "is completed; continue it with executor.execute" in run_cli(url, "resume", sid, expect=1).stderr
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 
-import sqlalchemy as sa
-
-from helix_dbos._store.engine import create_engine
+from helix_dbos._store.pools import create_pool
 from helix_dbos._store.reads import recorded_tool_outcome
 from helix_dbos._store.records import RecordedOutcome
 from helix_dbos._store.writes import record_tool_outcome
@@ -17,15 +15,15 @@ UNSORTED = {"tool_call_id": "c1", "result": {"session": "s", "step": 4, "b": [{"
 
 
 def test_a_recorded_outcome_keeps_its_key_order(migrated_url: str):
-    engine = create_engine(migrated_url)
+    pool = create_pool(migrated_url)
     try:
-        with engine.begin() as conn:
-            conn.execute(sa.text("INSERT INTO helix.sessions (num, id, agent_name, root_session_num)"
-                                 " SELECT n, 's', 'a', n FROM nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n"))
+        with pool.connection() as conn, conn.transaction():
+            conn.execute("INSERT INTO helix.sessions (num, id, agent_name, root_session_num)"
+                         " SELECT n, 's', 'a', n FROM nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n")
             record_tool_outcome(conn, RecordedOutcome(session_id="s", step=1, tool_call_id="c1", run=1, tool_name="t",
                                                       call_digest="d", outcome=UNSORTED))
-        with engine.connect() as conn:
+        with pool.connection() as conn:
             back = recorded_tool_outcome(conn, "s", 1, "c1", "d")
     finally:
-        engine.dispose()
+        pool.close()
     assert json.dumps(back) == json.dumps(UNSORTED)

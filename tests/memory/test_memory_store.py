@@ -41,11 +41,11 @@ def count(url: str, sql: str, *params: Any) -> int:
 def embed_all(store: MemoryStore) -> int:
     """Embed every pending memory with the store's embedder, as the queue's step does."""
     done = 0
-    with store.engine.begin() as conn:
+    with store.pool.connection() as conn, conn.transaction():
         todo = memories.pending_embeddings(conn)
     assert store.embedder is not None
     for job in todo:
-        with store.engine.begin() as conn:
+        with store.pool.connection() as conn, conn.transaction():
             found = memories.embedding_job(conn, job["memory_id"], job["space_id"])
             assert found is not None
             vector = store.embedder.embed([found["text"]])[0]
@@ -187,12 +187,12 @@ def test_a_vector_never_lands_on_text_that_changed(store: MemoryStore, migrated_
         pytest.skip("this Postgres has no pgvector")
     space = store.add_space()
     memory = store.remember(("user", "w"), "likes cats", key="pet")
-    with store.engine.begin() as conn:
+    with store.pool.connection() as conn, conn.transaction():
         job = memories.embedding_job(conn, memory.id, space["id"])
     assert job is not None
     store.remember(("user", "w"), "likes dogs", key="pet")  # changed while the provider worked
 
-    with store.engine.begin() as conn:
+    with store.pool.connection() as conn, conn.transaction():
         assert memories.write_vector(conn, memory.id, space["id"], job["content_hash"], [0.1] * 32) is False
     assert store.get(memory.id).embedding == "pending"  # type: ignore[union-attr]
     assert embed_all(store) == 1
@@ -214,7 +214,7 @@ def test_a_model_switch_keeps_search_answering(store: MemoryStore, migrated_url:
     store.embedder = wide
     assert store.search(("user", "s"), "tea", mode="hybrid")[0].memory.text == "drinks green tea"  # old space active
     store.embedder = MockEmbedder(dimensions=32)
-    with store.engine.begin() as conn:
+    with store.pool.connection() as conn, conn.transaction():
         for job in memories.pending_embeddings(conn):
             found = memories.embedding_job(conn, job["memory_id"], job["space_id"])
             assert found is not None

@@ -28,7 +28,6 @@ from typing import Any
 import anyio.to_thread
 import httpx
 import pytest
-import sqlalchemy as sa
 import uvicorn
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
@@ -43,6 +42,7 @@ from helix_dbos import (
     define_agent,
     define_tool,
 )
+from helix_dbos._store.statements import all_rows
 from helix_dbos.types import (
     AssistantMessage,
     Message,
@@ -220,17 +220,17 @@ class Gate:
 
 
 def rows(executor: Any, sql: str, **params: Any) -> list[dict[str, Any]]:
-    with executor.engine.connect() as conn:
-        return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
+    with executor.pool.connection() as conn:
+        return all_rows(conn, sql, params)
 
 
 def session_status(executor: Any, session_id: str) -> str | None:
-    found = rows(executor, "SELECT status FROM helix.sessions WHERE id = :id", id=session_id)
+    found = rows(executor, "SELECT status FROM helix.sessions WHERE id = %(id)s", id=session_id)
     return found[0]["status"] if found else None
 
 
 def events(executor: Any, session_id: str) -> list[dict[str, Any]]:
-    return rows(executor, "SELECT seq, run, step, type, data FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :id) ORDER BY seq", id=session_id)
+    return rows(executor, "SELECT seq, run, step, type, data FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(id)s) ORDER BY seq", id=session_id)
 
 
 USAGE_ORDER = "run, step, array_position(ARRAY['llm', 'tool', 'client_tool_wait'], source), name"
@@ -240,7 +240,50 @@ client tools' waits."""
 
 def usage_rows(executor: Any, session_id: str) -> list[dict[str, Any]]:
     return rows(executor, "SELECT run, step, source, name, input_tokens, output_tokens, total_tokens, success"
-                f" FROM helix.session_usage(:id) ORDER BY {USAGE_ORDER}", id=session_id)
+                f" FROM helix.session_usage(%(id)s) ORDER BY {USAGE_ORDER}", id=session_id)
+
+
+@contextmanager
+def statements_run(*pools: Any, thread: threading.Thread | None = None) -> Iterator[list[str]]:
+    """The statements run on connections of ``pools`` while in the block (only ``thread``'s,
+    when given), in order. psycopg has no statement event: each connection a pool hands
+    out in the block makes its cursors (``conn.execute``'s too) of a subclass of its
+    cursor factory that notes each statement, until the connection goes back."""
+    statements: list[str] = []
+
+    def note(cursor: Any, query: Any) -> None:
+        if thread is None or threading.current_thread() is thread:
+            statements.append(query if isinstance(query, str) else query.as_string(cursor))  # or psycopg.sql's
+
+    def noting(factory: type[Any]) -> type[Any]:
+        class Noting(factory):  # type: ignore[valid-type, misc]
+            def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+                note(self, query)
+                return super().execute(query, *args, **kwargs)
+
+            def executemany(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+                note(self, query)
+                return super().executemany(query, *args, **kwargs)
+
+        return Noting
+
+    def watched(connection: Callable[..., Any]) -> Callable[..., Any]:
+        @contextmanager
+        def checked_out(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            with connection(*args, **kwargs) as conn:
+                factory = conn.cursor_factory
+                conn.cursor_factory = noting(factory)
+                try:
+                    yield conn
+                finally:
+                    conn.cursor_factory = factory
+
+        return checked_out
+
+    with pytest.MonkeyPatch.context() as patch:
+        for pool in {id(pool): pool for pool in pools}.values():  # each pool once, named twice or not
+            patch.setattr(pool, "connection", watched(pool.connection))
+        yield statements
 
 
 @pytest.fixture(autouse=True)
@@ -256,7 +299,7 @@ def _no_run_outlives_its_test(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     wait_for(
         lambda: not rows(
-            executor, "SELECT id FROM helix.sessions WHERE status = 'active' AND updated_at >= :t", t=started
+            executor, "SELECT id FROM helix.sessions WHERE status = 'active' AND updated_at >= %(t)s", t=started
         ),
         timeout=15,
         what="every run of the test to end",

@@ -78,7 +78,7 @@ def test_result_async_follows_a_run_that_parked_for_an_approval(executor):
     async def main() -> Any:
         handle = await executor.execute_async(agent, "refund 5", sid)
         waiting = asyncio.ensure_future(handle.result_async(timeout=RESULT_TIMEOUT))
-        while not rows(executor, "SELECT 1 FROM helix.pending_tool_calls WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :id)", id=sid):
+        while not rows(executor, "SELECT 1 FROM helix.pending_tool_calls WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(id)s)", id=sid):
             await asyncio.sleep(0.05)
         await asyncio.to_thread(executor.submit_tool_result, sid, ApprovalResponse(tool_call_id="r1", approved=True))
         result = await waiting
@@ -123,14 +123,14 @@ async def _first_turn(executor: Any, agent: Any, sid: str) -> int:
     """Run the session's first turn to its end; the seq its next run's events start after."""
     handle = await executor.execute_async(agent, "first", sid)
     await handle.result_async(timeout=RESULT_TIMEOUT)
-    return int(rows(executor, "SELECT event_seq FROM helix.sessions WHERE id = :id", id=sid)[0]["event_seq"]) + 1
+    return int(rows(executor, "SELECT event_seq FROM helix.sessions WHERE id = %(id)s", id=sid)[0]["event_seq"]) + 1
 
 
 def _listening_connections(executor: Any) -> int:
     found = rows(
         executor,
         "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database()"
-        " AND (query LIKE 'LISTEN helix_events%' OR query LIKE 'LISTEN \"helix_deltas_%')",
+        " AND (query LIKE 'LISTEN helix_events%%' OR query LIKE 'LISTEN \"helix_deltas_%%')",
     )
     return int(found[0]["n"])
 

@@ -78,7 +78,7 @@ def refused(response: httpx.Response, limit: int) -> None:
 
 
 def no_session(executor: Any, session_id: str) -> bool:
-    return not rows(executor, "SELECT 1 FROM helix.sessions WHERE id = :id", id=session_id)
+    return not rows(executor, "SELECT 1 FROM helix.sessions WHERE id = %(id)s", id=session_id)
 
 
 def test_a_start_one_byte_over_the_limit_is_413_and_writes_nothing(executor, base, agent):
@@ -98,7 +98,7 @@ def test_a_start_at_the_limit_runs(executor, base, agent):
     started = httpx.post(f"{base}/start", content=chunks(start_body(agent, sid, MiB)), timeout=RESULT_TIMEOUT)
 
     assert started.status_code == 202, started.text
-    wait_for(lambda: rows(executor, "SELECT status FROM helix.sessions WHERE id = :id", id=sid)
+    wait_for(lambda: rows(executor, "SELECT status FROM helix.sessions WHERE id = %(id)s", id=sid)
              == [{"status": "completed"}], what="the run to complete")
 
 
@@ -158,7 +158,7 @@ def test_a_chat_has_its_own_limit(executor, base, agent):
         assert '"type":"finish"' in answer.read().decode()
 
     assert no_session(executor, over)
-    assert rows(executor, "SELECT status FROM helix.sessions WHERE id = :id", id=under) == [{"status": "completed"}]
+    assert rows(executor, "SELECT status FROM helix.sessions WHERE id = %(id)s", id=under) == [{"status": "completed"}]
 
 
 def nested(levels: int, inner: str = "1") -> str:
@@ -189,7 +189,7 @@ def test_json_nested_to_the_limit_is_read(executor, base, agent):
     body = f'{{"agent": "{agent}", "session_id": "{refused_sid}", "input": {nested(MAX_JSON_DEPTH)}}}'
     assert httpx.post(f"{base}/start", content=body.encode(), timeout=RESULT_TIMEOUT).status_code == 422
 
-    wait_for(lambda: rows(executor, "SELECT status FROM helix.sessions WHERE id = :id", id=sid)
+    wait_for(lambda: rows(executor, "SELECT status FROM helix.sessions WHERE id = %(id)s", id=sid)
              == [{"status": "completed"}], what="the run to complete")
     assert no_session(executor, refused_sid)
 

@@ -143,7 +143,7 @@ def test_an_approval_is_requested_and_granted_with_addToolApprovalResponse(execu
     assert kinds(message) == ["step-start", "tool-refund", "step-start", "text"]
     assert message["parts"][1]["state"] == "output-available" and message["parts"][1]["output"] == {"refunded": 20}
     assert message["parts"][3]["text"] == "Refunded A-42."
-    assert rows(executor, "SELECT approved FROM helix.tool_call_answers WHERE session_num = helix.session_num(:id)", id=sid) == [{"approved": True}]
+    assert rows(executor, "SELECT approved FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(id)s)", id=sid) == [{"approved": True}]
 
 
 def test_a_denial_ends_as_output_denied(executor, base):
@@ -155,7 +155,7 @@ def test_a_denial_ends_as_output_denied(executor, base):
     message = assistant(result)
     assert kinds(message) == ["step-start", "tool-refund", "step-start", "text"]
     assert message["parts"][1]["state"] == "output-denied"
-    assert rows(executor, "SELECT approved, reason FROM helix.tool_call_answers WHERE session_num = helix.session_num(:id)", id=sid) == [
+    assert rows(executor, "SELECT approved, reason FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(id)s)", id=sid) == [
         {"approved": False, "reason": "too much"}
     ]
 

@@ -10,7 +10,6 @@ import json
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from dbos import DBOS
 from pydantic import BaseModel
 from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, events, rows, text, unique, use_model, wait_for
@@ -77,7 +76,7 @@ def test_a_step_commit_leaves_updated_at_alone_and_the_runs_last_commit_moves_it
     sid = handle.session_id
 
     def step_finished(step: int) -> Any:
-        found = rows(executor, "SELECT created_at FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) AND step = :n"
+        found = rows(executor, "SELECT created_at FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s) AND step = %(n)s"
                      " AND type = 'step_finish'", s=sid, n=step)
         return found[0]["created_at"] if found else None
 
@@ -86,7 +85,7 @@ def test_a_step_commit_leaves_updated_at_alone_and_the_runs_last_commit_moves_it
     assert updated < committed_at, "a commit that does not end the run must not move updated_at"
     gate.open()
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
-    ended = rows(executor, "SELECT created_at FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) AND type = 'finish'", s=sid)
+    ended = rows(executor, "SELECT created_at FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s) AND type = 'finish'", s=sid)
     assert executor.get_session(sid).updated_at == ended[0]["created_at"]
 
 
@@ -103,23 +102,23 @@ def test_a_keyed_write_reads_the_same_few_pages_however_long_the_stream(executor
         """The fewest pages the check reads in four calls on one connection: a call that plans
         the function's statements (the first, or one after autovacuum analyzed the table)
         also reads the catalogs."""
-        explain = sa.text(
+        explain = (
             "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)"
-            " SELECT helix.unwritten_events(s.num, 1, CAST(:e AS jsonb)) FROM helix.sessions s WHERE s.id = :s"
+            " SELECT helix.unwritten_events(s.num, 1, CAST(%(e)s AS jsonb)) FROM helix.sessions s WHERE s.id = %(s)s"
         )
-        with executor.engine.connect() as conn:
-            plans = [conn.execute(explain, {"s": sid, "e": keys}).scalar_one() for _ in range(4)]
+        with executor.pool.connection() as conn:
+            plans = [conn.execute(explain, {"s": sid, "e": keys}).fetchone()[0] for _ in range(4)]
         tops = [plan[0]["Plan"] for plan in plans]
         return min(int(top["Shared Hit Blocks"]) + int(top["Shared Read Blocks"]) for top in tops)
 
     short = pages_read()
-    with executor.engine.begin() as conn:  # 20,000 keyed events of step 1 after the run's own
-        grown = conn.execute(sa.text(
+    with executor.pool.connection() as conn, conn.transaction():  # 20,000 keyed events of step 1 after the run's own
+        grown = conn.execute(
             "INSERT INTO helix.events (session_num, seq, run, step, type, data, key)"
             " SELECT s.num, s.event_seq + g, 1, 1, 'custom', jsonb_build_object('i', g), '1.1.filler' || g"
-            " FROM helix.sessions s, generate_series(1, 20000) AS g WHERE s.id = :s"
-        ), {"s": sid}).rowcount
-        conn.execute(sa.text("ANALYZE helix.events"))  # the planner knows the stream grew (as autovacuum would tell it)
+            " FROM helix.sessions s, generate_series(1, 20000) AS g WHERE s.id = %(s)s", {"s": sid}
+        ).rowcount
+        conn.execute("ANALYZE helix.events")  # the planner knows the stream grew (as autovacuum would tell it)
     assert grown == 20000
     long = pages_read()
     assert long <= short + 10, f"{long} pages read at 20,000 events against {short} at a few"
@@ -138,7 +137,7 @@ def test_the_functions_every_step_calls_keep_their_plans_on_the_connection(execu
     found = rows(
         executor,
         "SELECT p.proname, l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang"
-        " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'helix' AND p.proname = ANY(:names)",
+        " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'helix' AND p.proname = ANY(%(names)s)",
         names=per_step,
     )
     assert {r["proname"]: r["lanname"] for r in found} == dict.fromkeys(per_step, "plpgsql")

@@ -95,7 +95,7 @@ def test_the_critic_loop_reconsults_a_completed_companion_on_its_own_transcript(
     assert [r.status for r in executor.list_runs(child)] == ["completed", "completed"]
     assert rows(executor, "SELECT p.id AS parent, r.id AS root FROM helix.sessions s"
                           " JOIN helix.sessions p ON p.num = s.parent_session_num"
-                          " JOIN helix.sessions r ON r.num = s.root_session_num WHERE s.id = :c", c=child) == [
+                          " JOIN helix.sessions r ON r.num = s.root_session_num WHERE s.id = %(c)s", c=child) == [
         {"parent": sid, "root": sid}
     ]
     shown = cli(executor, "show", sid).stdout.splitlines()
@@ -172,7 +172,7 @@ def test_a_non_blocking_companion_reaches_the_parent_transcript_once_at_its_next
     assert len(notices) == 1
     roles = [m.role for m in transcript]
     assert roles == ["user", "assistant", "tool", "assistant", "tool", "user", "assistant"]
-    assert rows(executor, "SELECT run, delivered_run, delivered_step FROM helix.companion_notices WHERE session_num = helix.session_num(:s)",
+    assert rows(executor, "SELECT run, delivered_run, delivered_step FROM helix.companion_notices WHERE session_num = helix.session_num(%(s)s)",
                 s=sid) == [{"run": 1, "delivered_run": 1, "delivered_step": 3}]
 
 
@@ -289,4 +289,4 @@ def test_a_session_made_elsewhere_under_a_companion_name_is_never_adopted(execut
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     assert "already exists and was not created by this call" in results(executor, sid)["s"]
     assert [r.status for r in executor.list_runs(f"{sid}-agent-m")] == ["completed"]  # untouched
-    assert rows(executor, "SELECT count(*) AS n FROM helix.companions WHERE session_num = helix.session_num(:s)", s=sid) == [{"n": 0}]
+    assert rows(executor, "SELECT count(*) AS n FROM helix.companions WHERE session_num = helix.session_num(%(s)s)", s=sid) == [{"n": 0}]

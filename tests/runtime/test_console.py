@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-import sqlalchemy as sa
 from pydantic import BaseModel
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -122,7 +121,7 @@ def test_approve_through_the_form_records_the_principal_and_redirects_with_a_fla
     assert f"Approved r1 of session {sid}." in inbox
     assert f'value="{sid}"' not in inbox, "the inbox still lists the answered call"
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
-    assert rows(executor, "SELECT answered_by, approved FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)", s=sid) == [
+    assert rows(executor, "SELECT answered_by, approved FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(s)s)", s=sid) == [
         {"answered_by": "ana", "approved": True}
     ]
     again = ana.post("/console/answer", data={**form, "action": "deny"})
@@ -145,7 +144,7 @@ def test_a_post_without_a_valid_csrf_token_or_from_another_origin_is_refused_and
     assert [r.status_code for r in (missing, forged, no_cookie, elsewhere, control)] == [403] * 5
     assert "CSRF" in missing.text and "evil.example" in elsewhere.text
     assert [c.tool_call_id for c in executor.list_pending(sid)] == ["r1"]  # still waiting, nothing recorded
-    assert rows(executor, "SELECT 1 FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)", s=sid) == []
+    assert rows(executor, "SELECT 1 FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(s)s)", s=sid) == []
     ana.post("/console/answer", data={**form, "csrf_token": good})
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
 
@@ -245,7 +244,7 @@ def test_without_a_principal_the_console_answers_as_console(executor):
     finally:
         serving.stop()
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
-    assert rows(executor, "SELECT answered_by, reason FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)", s=sid) == [
+    assert rows(executor, "SELECT answered_by, reason FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(s)s)", s=sid) == [
         {"answered_by": "console", "reason": "not today"}
     ]
 
@@ -292,7 +291,7 @@ def test_a_real_browser_approves_a_call_and_sees_the_run_finish(executor, base, 
     browser.refresh()
     assert by_id(browser, "status").text == "completed"
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
-    assert rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)", s=sid) == [
+    assert rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(s)s)", s=sid) == [
         {"answered_by": "bea"}
     ]
 
@@ -431,9 +430,9 @@ def test_in_a_browser_a_run_adopted_from_a_dead_worker_says_so_as_it_happens(exe
     browser.get(f"{base}/console/sessions/{sid}")
     browser.execute_script("window.unreloaded = true")
     assert browser.find_elements(By.CSS_SELECTOR, ".adopted") == []
-    with executor.engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO helix.run_adoptions (session_num, run, from_executor, from_status, adopted_by)"
-                             " VALUES (helix.session_num(:s), 1, 'w-gone', 'dead', 'w-alive')"), {"s": sid})
+    with executor.pool.connection() as conn:
+        conn.execute("INSERT INTO helix.run_adoptions (session_num, run, from_executor, from_status, adopted_by)"
+                     " VALUES (helix.session_num(%(s)s), 1, 'w-gone', 'dead', 'w-alive')", {"s": sid})
     until(browser, lambda b: b.find_elements(By.ID, "adopted-1-1"), "the adoption on the page")
     assert re.fullmatch(r"adopted by w-alive at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d after worker w-gone died",
                         by_id(browser, "adopted-1-1").text)

@@ -76,7 +76,7 @@ def waiter_of(executor: Any, handle: Any) -> str:
 
 
 def pending_status(executor: Any, session_id: str) -> str:
-    return rows(executor, "SELECT status FROM helix.pending_tool_calls WHERE session_num = helix.session_num(:s)", s=session_id)[0]["status"]
+    return rows(executor, "SELECT status FROM helix.pending_tool_calls WHERE session_num = helix.session_num(%(s)s)", s=session_id)[0]["status"]
 
 
 def test_dbos_cancel_aborts_the_session_and_dbos_resume_brings_it_back(executor: Any) -> None:
@@ -172,7 +172,7 @@ def test_dbos_workflow_steps_shows_json_not_pickles(executor: Any) -> None:
     got = json.loads(dbos(executor, "get", handle.workflow_id))
     assert got["input"]["args"][0]["session_id"] == handle.session_id
     assert (got["output"]["status"], got["output"]["output"]) == ("completed", "done")
-    stored = rows(executor, "SELECT DISTINCT serialization FROM dbos.operation_outputs WHERE workflow_uuid = :w",
+    stored = rows(executor, "SELECT DISTINCT serialization FROM dbos.operation_outputs WHERE workflow_uuid = %(w)s",
                   w=handle.workflow_id)
     assert {r["serialization"] for r in stored} == {"portable_json"}
 
@@ -189,7 +189,7 @@ def test_a_pickled_message_to_a_helix_topic_is_refused_and_never_unpickled(execu
                            {"session_id": unique("pickled"), "run": 1, "agent_name": "x", "input": "hi"})
     finally:
         client.destroy()
-    assert rows(executor, "SELECT count(*) AS n FROM dbos.notifications WHERE destination_uuid = :w",
+    assert rows(executor, "SELECT count(*) AS n FROM dbos.notifications WHERE destination_uuid = %(w)s",
                 w=handle.workflow_id)[0]["n"] == 0
     assert session_status(executor, handle.session_id) == "awaiting_approval"
     assert ledger.ran == []

@@ -77,7 +77,7 @@ def test_runs_started_in_a_workflow_are_durable_children_with_derived_session_id
     # Running the same workflow id again replays it: same sessions, no new run.
     with SetWorkflowID(workflow_id):
         assert DBOS.start_workflow(greet_twice, "ana").get_result() == result
-    found = rows(executor, "SELECT id, run_count FROM helix.sessions WHERE id LIKE :p ORDER BY id", p=f"{workflow_id}-%")
+    found = rows(executor, "SELECT id, run_count FROM helix.sessions WHERE id LIKE %(p)s ORDER BY id", p=f"{workflow_id}-%")
     assert [(r["id"], r["run_count"]) for r in found] == [(f"{workflow_id}-agent-1", 1), (f"{workflow_id}-agent-3", 1)]
 
 

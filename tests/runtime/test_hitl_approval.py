@@ -85,14 +85,14 @@ def answers(executor: Any, session_id: str) -> list[dict[str, Any]]:
     return rows(
         executor,
         "SELECT tool_call_id, kind, approved, reason, answered_by, answer, answered_at"
-        " FROM helix.tool_call_answers WHERE session_num = helix.session_num(:id) ORDER BY tool_call_id",
+        " FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(id)s) ORDER BY tool_call_id",
         id=session_id,
     )
 
 
 def pending_status(executor: Any, session_id: str, call_id: str) -> str:
     found = rows(
-        executor, "SELECT status FROM helix.pending_tool_calls WHERE session_num = helix.session_num(:s) AND tool_call_id = :t",
+        executor, "SELECT status FROM helix.pending_tool_calls WHERE session_num = helix.session_num(%(s)s) AND tool_call_id = %(t)s",
         s=session_id, t=call_id,
     )
     return found[0]["status"]
@@ -219,7 +219,7 @@ def test_an_approval_sent_before_the_run_waits_for_it_is_received(executor: Any)
 
 def notifications(executor: Any, workflow_id: str) -> list[dict[str, Any]]:
     return rows(
-        executor, "SELECT topic, consumed FROM dbos.notifications WHERE destination_uuid = :wf", wf=workflow_id
+        executor, "SELECT topic, consumed FROM dbos.notifications WHERE destination_uuid = %(wf)s", wf=workflow_id
     )
 
 
@@ -313,7 +313,7 @@ def test_two_gated_calls_answered_in_reverse_order_commit_in_call_order_in_one_s
     assert [p["tool_call_id"] for p in listed] == ["g1", "g2"]  # answered, but the step is not committed
     step_rows = (
         "SELECT seq, step, message->>'role' AS role, message->>'tool_call_id' AS call"
-        " FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :id) ORDER BY seq"
+        " FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(id)s) ORDER BY seq"
     )
     assert [r["role"] for r in rows(executor, step_rows, id=sid)] == ["user"]
     assert ledger.ran == []

@@ -86,13 +86,13 @@ def test_a_client_result_becomes_the_tool_result_and_the_wait_is_usage(executor:
 
     [wait] = rows(
         executor,
-        "SELECT step, name, ms, success FROM helix.session_usage(:id) WHERE source = 'client_tool_wait'",
+        "SELECT step, name, ms, success FROM helix.session_usage(%(id)s) WHERE source = 'client_tool_wait'",
         id=sid,
     )
     assert (wait["step"], wait["name"], wait["success"]) == (1, "ask_user", True)
     assert 300 <= wait["ms"] < 60_000
     assert executor.get_usage(sid).client_tool_wait_ms == wait["ms"]
-    [audit] = rows(executor, "SELECT kind, answer FROM helix.tool_call_answers WHERE session_num = helix.session_num(:id)", id=sid)
+    [audit] = rows(executor, "SELECT kind, answer FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(id)s)", id=sid)
     assert audit["kind"] == "client" and audit["answer"]["result"] == {"answer": "blue"}
 
 
@@ -107,7 +107,7 @@ def test_a_client_error_becomes_the_error_result(executor: Any) -> None:
     failed = result_for(executor.get_session(handle.session_id).messages, "c1")
     assert (failed.content, failed.is_error) == ("the user closed the dialog", True)
     [audit] = rows(
-        executor, "SELECT reason, answer FROM helix.tool_call_answers WHERE session_num = helix.session_num(:id)", id=handle.session_id
+        executor, "SELECT reason, answer FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(id)s)", id=handle.session_id
     )
     assert audit["reason"] == "the user closed the dialog" and audit["answer"]["error"] == "the user closed the dialog"
 
@@ -123,7 +123,7 @@ def test_a_result_that_breaks_the_output_schema_is_refused_and_the_run_keeps_wai
     assert "does not match the tool's output schema at answer" in bad.stderr
     assert session_status(executor, sid) == "awaiting_client_tool"
     assert [p.tool_call_id for p in executor.list_pending(sid)] == ["c1"]
-    assert rows(executor, "SELECT 1 FROM helix.tool_call_answers WHERE session_num = helix.session_num(:id)", id=sid) == []
+    assert rows(executor, "SELECT 1 FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(id)s)", id=sid) == []
 
     # A valid one, through the Python admin API in a bare interpreter (no agent, no DBOS launched).
     script = (
@@ -149,7 +149,7 @@ def test_an_unanswered_client_call_times_out(executor: Any) -> None:
     timed_out = result_for(executor.get_session(handle.session_id).messages, "c1")
     assert (timed_out.content, timed_out.is_error) == ("Tool call c1 timed out waiting for the client's result", True)
     [wait] = rows(
-        executor, "SELECT success, ms FROM helix.session_usage(:id) WHERE source = 'client_tool_wait'",
+        executor, "SELECT success, ms FROM helix.session_usage(%(id)s) WHERE source = 'client_tool_wait'",
         id=handle.session_id,
     )
     assert wait["success"] is False and wait["ms"] >= 500

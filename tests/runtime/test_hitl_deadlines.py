@@ -59,7 +59,7 @@ def pending_row(executor: Any, session_id: str, call_id: str) -> dict[str, Any]:
     [row] = rows(
         executor,
         "SELECT status, deadline, now() > deadline AS expired FROM helix.pending_tool_calls"
-        " WHERE session_num = helix.session_num(:s) AND tool_call_id = :t",
+        " WHERE session_num = helix.session_num(%(s)s) AND tool_call_id = %(t)s",
         s=session_id, t=call_id,
     )
     return row
@@ -107,7 +107,7 @@ def test_each_call_has_its_own_deadline_from_the_suspension(executor: Any) -> No
     assert ran == [1]
     assert pending_row(executor, sid, "g2")["status"] == "timed_out"
     assert [r["tool_call_id"] for r in rows(
-        executor, "SELECT tool_call_id FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)", s=sid)] == ["g1"]
+        executor, "SELECT tool_call_id FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(s)s)", s=sid)] == ["g1"]
 
 
 def test_an_untimed_call_does_not_hold_back_a_timed_one(executor: Any) -> None:
@@ -172,7 +172,7 @@ def test_the_run_ignores_an_answer_recorded_after_the_deadline(executor: Any) ->
         message = {"kind": "client", "tool_call_id": "c1", "result": {"answer": "late"}, "error": None}
         # What the submit-time check refuses, written anyway: the audit row, before the
         # step's waiter looks (it exists only once the hook returns).
-        with executor.engine.begin() as conn:
+        with executor.pool.connection() as conn, conn.transaction():
             assert writes.record_answer(conn, sid, "c1", "client", message)
     finally:
         release.set()
@@ -182,7 +182,7 @@ def test_the_run_ignores_an_answer_recorded_after_the_deadline(executor: Any) ->
     expected = "Tool call c1 timed out waiting for the client's result"
     assert (timed_out.content, timed_out.is_error) == (expected, True)
     assert pending_row(executor, sid, "c1")["status"] == "timed_out"
-    [wait] = rows(executor, "SELECT success FROM helix.session_usage(:s) WHERE source = 'client_tool_wait'",
+    [wait] = rows(executor, "SELECT success FROM helix.session_usage(%(s)s) WHERE source = 'client_tool_wait'",
                   s=sid)
     assert wait["success"] is False
     assert ("after_tool", ("c1", expected, True)) in seen and ("on_message", expected) in seen

@@ -13,7 +13,6 @@ import threading
 import time
 from typing import Any
 
-import sqlalchemy as sa
 from pydantic import BaseModel
 from runtime_testkit import (
     RESULT_TIMEOUT,
@@ -40,12 +39,12 @@ from helix_dbos._store.records import KeyedEvent
 READER_SCRIPT = """
 import json, sys
 from helix_dbos._client.streams import follow_events
-from helix_dbos._store.engine import create_engine
+from helix_dbos._store.pools import create_pool
 
 url, session_id = sys.argv[1], sys.argv[2]
-engine = create_engine(url)
+pool = create_pool(url)
 print("ready", flush=True)
-for event in follow_events(url, session_id, 0, engine=engine, idle_timeout=60):
+for event in follow_events(url, session_id, 0, pool=pool, idle_timeout=60):
     print(json.dumps({"seq": event.seq, "step": event.step, "type": event.type, "data": event.data}), flush=True)
 """
 
@@ -200,9 +199,9 @@ def test_writing_a_steps_keyed_events_again_writes_nothing_and_an_ended_run_gets
     after = events(executor, sid)
     assert after[: len(before)] == before and len(after) == len(before) + 1
     assert after[-1]["seq"] == before[-1]["seq"] + 1
-    keys = [r["key"] for r in rows(executor, "SELECT key FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY seq", s=sid)]
+    keys = [r["key"] for r in rows(executor, "SELECT key FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s) ORDER BY seq", s=sid)]
     assert keys[:3] == [None, "1.1.step_start", "1.1.call:g1"] and keys[-1] == "1.1.extra"
-    session = rows(executor, "SELECT event_seq FROM helix.sessions WHERE id = :s", s=sid)[0]
+    session = rows(executor, "SELECT event_seq FROM helix.sessions WHERE id = %(s)s", s=sid)[0]
     assert session["event_seq"] == after[-1]["seq"]
 
     gate.open()
@@ -231,7 +230,7 @@ def test_the_writer_tells_a_committing_step_whether_it_wrote_any_of_its_events(e
     assert writer.flush(timeout=RESULT_TIMEOUT)
     told = [writer.committing(sid, 1, 1), writer.committing(sid, 1, 1)]
 
-    keys = {r["key"] for r in rows(executor, "SELECT key FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)", s=sid)}
+    keys = {r["key"] for r in rows(executor, "SELECT key FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s)", s=sid)}
     assert told == [True, False]
     assert "1.1.sent" in keys and "1.1.held" not in keys
     gate.open()
@@ -251,15 +250,14 @@ def test_a_suspensions_request_follows_its_tool_call_even_when_the_writer_lags(e
     gated = define_agent(unique("lag"), tools=[refund])
     executor.register(gated)
     use_model(executor, calls(call("r1", "refund", {"label": "A-1"})), text("refused"))
-    with executor.engine.connect() as lock:
+    with executor.pool.connection() as lock, lock.transaction(force_rollback=True):
         # the writer thread blocks on another session's row, with the run's tool_call behind it
-        lock.execute(sa.text("SELECT 1 FROM helix.sessions WHERE id = :id FOR UPDATE"), {"id": other.session_id})
+        lock.execute("SELECT 1 FROM helix.sessions WHERE id = %(id)s FOR UPDATE", {"id": other.session_id})
         executor.runtime.live_events.write(other.session_id, 1, 1, [KeyedEvent.at(1, 1, "lag", CustomEvent(name="lag"))])
         handle = executor.execute(gated, "refund A-1")
         held = time.monotonic() + 2.0
         while session_status(executor, handle.session_id) != "awaiting_approval" and time.monotonic() < held:
             time.sleep(0.02)
-        lock.rollback()
     wait_for(lambda: session_status(executor, handle.session_id) == "awaiting_approval", what="the suspension")
     kinds = [e["type"] for e in events(executor, handle.session_id)]
     assert kinds.index("tool_call") < kinds.index("tool_approval_request"), kinds

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
-import sqlalchemy as sa
 
 from helix_dbos import AgentDefinitionError, define_agent, define_tool
+from helix_dbos._database import libpq_url
 from helix_dbos.answers import ApprovalResponse
 from helix_dbos.mcp import Backoff, MCPToolset
 from mcp_kit import MCPTestServer, mcp_server, stdio_options  # noqa: F401  (mcp_server: a fixture)
@@ -48,8 +49,8 @@ def answer(messages: list[Any], call_id: str) -> Any:
 def steps_named(executor: Any, session_id: str, prefix: str) -> list[dict[str, Any]]:
     return rows(
         executor,
-        "SELECT function_name, output FROM dbos.operation_outputs WHERE workflow_uuid LIKE :wf"
-        " AND function_name LIKE :name ORDER BY function_id",
+        "SELECT function_name, output FROM dbos.operation_outputs WHERE workflow_uuid LIKE %(wf)s"
+        " AND function_name LIKE %(name)s ORDER BY function_id",
         wf=f"helix:{session_id}:run:%", name=f"{prefix}%",
     )
 
@@ -317,18 +318,16 @@ def _rows_holding(url: str, secrets: list[str]) -> list[str]:
     """The rows of every helix.* table and of DBOS's workflow_status and
     operation_outputs that hold one of ``secrets`` (as text)."""
     found = []
-    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
-    with engine.connect() as conn:
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         tables = [
-            f"{schema}.{name}" for schema, name in conn.execute(sa.text(
+            f"{schema}.{name}" for schema, name in conn.execute(
                 "SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema = 'helix'"
                 " AND table_type = 'BASE TABLE'"
-            ))
+            )
         ] + ["dbos.workflow_status", "dbos.operation_outputs"]
         assert "helix.messages" in tables and "helix.events" in tables
         for table in tables:
-            for (row,) in conn.execute(sa.text(f"SELECT t::text FROM {table} t")):
+            for (row,) in conn.execute(f"SELECT t::text FROM {table} t"):
                 if any(secret in row for secret in secrets):
                     found.append(f"{table}: {row[:300]}")
-    engine.dispose()
     return found

@@ -36,7 +36,7 @@ def base(executor: Any) -> Iterator[str]:
 
 def test_an_operator_sees_namespaces_and_searches_in_a_real_browser(executor: Any, base: str) -> None:
     user = unique("u")
-    store = MemoryStore(engine=executor.engine)
+    store = MemoryStore(pool=executor.pool)
     store.remember(("user", user), "drinks green tea")
     store.remember(("user", user), "<script>document.title='owned'</script> likes tea too")
     browser = headless_chromium()
@@ -56,7 +56,7 @@ def test_an_operator_sees_namespaces_and_searches_in_a_real_browser(executor: An
 
 
 def test_a_principal_who_may_not_operate_gets_the_missing_page(executor: Any, base: str) -> None:
-    MemoryStore(engine=executor.engine).remember(("user", unique("secret")), "the vault code is 1234")
+    MemoryStore(pool=executor.pool).remember(("user", unique("secret")), "the vault code is 1234")
     with httpx.Client(base_url=base, headers={"X-User": "bob"}, timeout=RESULT_TIMEOUT) as bob:
         page = bob.get("/console/memory", params={"prefix": "", "q": "vault code"})
         nowhere = bob.get("/console/no-such-page-at-all")

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from runtime_testkit import unique, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -51,16 +50,16 @@ def test_litellm_embedder_over_real_http(stub: StubLLMServer) -> None:
 def test_a_failing_provider_leaves_memories_failed_then_retry_failed_completes_them(
     executor: Any, stub: StubLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with executor.engine.begin() as conn:
+    with executor.pool.connection() as conn, conn.transaction():
         if not memories.vector_available(conn):
             pytest.skip("this Postgres has no pgvector: memory is text-only")
         # Earlier tests of this process left memories in the session's database: they would
         # be pending in this test's space too and take the stub's scripted answers.
-        conn.execute(sa.text("DELETE FROM helix.memories"))
+        conn.execute("DELETE FROM helix.memories")
     monkeypatch.setattr(embedding, "RETRY_INTERVAL_SECONDS", 0.05)
     model = "openai/text-embedding-3-small"
     embedder = LiteLLMEmbedder(model, dimensions=DIMS, api_base=stub.openai_base, api_key="sk-test", max_retries=0)  # litellm makes 0 its default (2)
-    store = MemoryStore(engine=executor.engine, embedder=embedder)
+    store = MemoryStore(pool=executor.pool, embedder=embedder)
     space = store.add_space(embedder, activate=True)
     namespace = ("test", unique("emb"))
     # Each attempt is one embed call, which litellm's OpenAI client makes up to 3 times itself.
@@ -87,7 +86,7 @@ def test_a_failing_provider_leaves_memories_failed_then_retry_failed_completes_t
     finally:
         worker.stop()
         store.activate_space(space["name"])
-        with executor.engine.begin() as conn:
+        with executor.pool.connection() as conn, conn.transaction():
             memories.drop_space(conn, space["name"])
 
 
@@ -96,12 +95,12 @@ def test_a_model_switch_through_the_queue_keeps_search_answering(executor: Any) 
 
     from helix_dbos.memory import MockEmbedder
 
-    with executor.engine.begin() as conn:
+    with executor.pool.connection() as conn, conn.transaction():
         if not memories.vector_available(conn):
             pytest.skip("this Postgres has no pgvector: memory is text-only")
-        conn.execute(sa.text("DELETE FROM helix.memories"))
+        conn.execute("DELETE FROM helix.memories")
     old, new = MockEmbedder(dimensions=16, model="mock-old"), MockEmbedder(dimensions=2100, model="mock-new")
-    store = MemoryStore(engine=executor.engine, embedder=old)
+    store = MemoryStore(pool=executor.pool, embedder=old)
     first = store.add_space(old, activate=True)
     namespace = ("test", unique("switch"))
     for i in range(20):
@@ -112,7 +111,7 @@ def test_a_model_switch_through_the_queue_keeps_search_answering(executor: Any) 
     stop = threading.Event()
 
     def keep_searching() -> None:  # an app still on the old model: hybrid, text once the new space is active
-        searcher = MemoryStore(engine=executor.engine, embedder=old)
+        searcher = MemoryStore(pool=executor.pool, embedder=old)
         while not stop.is_set():
             answers.append([h.memory.text for h in searcher.search(namespace, "green tea", limit=1)])
 
@@ -124,7 +123,7 @@ def test_a_model_switch_through_the_queue_keeps_search_answering(executor: Any) 
         second = store.add_space(new)  # the backfill: every memory pending in the new space, through the queue
 
         def backfilled() -> bool:
-            with executor.engine.begin() as conn:
+            with executor.pool.connection() as conn, conn.transaction():
                 return not memories.pending_embeddings(conn)
 
         wait_for(backfilled, timeout=60, what="the new space backfilled")
@@ -136,8 +135,8 @@ def test_a_model_switch_through_the_queue_keeps_search_answering(executor: Any) 
         stop.set()
         searching.join()
         worker.stop()
-        with executor.engine.begin() as conn:
+        with executor.pool.connection() as conn, conn.transaction():
             for space in memories.spaces(conn):
-                conn.execute(sa.text("UPDATE helix.memory_spaces SET active = false"))
+                conn.execute("UPDATE helix.memory_spaces SET active = false")
                 memories.drop_space(conn, space["name"])
     assert answers and all(a == ["drinks green tea"] for a in answers), [a for a in answers if a != ["drinks green tea"]][:3]

@@ -43,7 +43,7 @@ def test_what_a_tool_remembers_commits_with_its_step_with_who_wrote_it(executor:
 
     found = rows(
         executor,
-        "SELECT content, metadata, session_id, run, step, tool_call_id FROM helix.memories WHERE namespace = :ns",
+        "SELECT content, metadata, session_id, run, step, tool_call_id FROM helix.memories WHERE namespace = %(ns)s",
         ns=list(namespace),
     )
     assert found == [
@@ -80,7 +80,7 @@ def test_one_owners_agent_cannot_recall_or_forget_anothers_memories(executor: An
     ana, bob = unique("ana"), unique("bob")
     use_model(executor, calls(call("r1", "remember", {"text": "Ana's door code is 4711", "key": "door"})), text("ok"))
     assert executor.execute(agent, "remember", owner=ana).result(timeout=RESULT_TIMEOUT).status == "completed"
-    [ana_memory] = rows(executor, "SELECT id FROM helix.memories WHERE namespace = :ns", ns=["user", ana])
+    [ana_memory] = rows(executor, "SELECT id FROM helix.memories WHERE namespace = %(ns)s", ns=["user", ana])
 
     model = use_model(
         executor,
@@ -96,7 +96,7 @@ def test_one_owners_agent_cannot_recall_or_forget_anothers_memories(executor: An
 
     messages = model.inputs[-1].messages
     assert json.loads(result_for(messages, "q1").content) == {"memories": []}
-    assert rows(executor, "SELECT content FROM helix.memories WHERE namespace = :ns", ns=["user", ana]) == [
+    assert rows(executor, "SELECT content FROM helix.memories WHERE namespace = %(ns)s", ns=["user", ana]) == [
         {"content": "Ana's door code is 4711"}
     ]
 
@@ -120,7 +120,7 @@ def test_a_session_without_an_owner_gets_an_error_not_a_shared_namespace(executo
 
 def test_a_memory_remembered_outside_runs_is_recalled_inside(executor: Any) -> None:
     owner = unique("cleo")
-    MemoryStore(engine=executor.engine).remember(("user", owner), "Cleo is allergic to peanuts")
+    MemoryStore(pool=executor.pool).remember(("user", owner), "Cleo is allergic to peanuts")
     agent = define_agent(unique("memory-recall"), tools=memory_tools(namespace=owner_namespace("user")))
     executor.register(agent)
     model = use_model(executor, calls(call("q", "recall", {"query": "allergies peanuts"})), text("careful"))

@@ -102,7 +102,7 @@ def snapshot(executor: Any, sid: str) -> list[dict[str, Any]]:
         "SELECT s.status, s.run_count, s.message_count, s.event_seq, s.interrupt_requested, s.owner,"
         " (SELECT count(*) FROM helix.tool_call_answers a WHERE a.session_num = s.num) AS answers,"
         " (SELECT count(*) FROM helix.pending_tool_calls p WHERE p.session_num = s.num AND p.status = 'pending')"
-        " AS pending FROM helix.sessions s WHERE s.id = :s",
+        " AS pending FROM helix.sessions s WHERE s.id = %(s)s",
         s=sid,
     )
 
@@ -251,7 +251,7 @@ def test_an_operator_that_authorize_lets_operate_sees_lists_and_answers_every_se
     for session_id in (sid, ownerless):
         answered = ops.post("/submit-tool-result", json={"session_id": session_id, "tool_call_id": "r1", "approved": False})
         assert answered.json()["status"] == "accepted", answered.text
-    assert rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)",
+    assert rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(s)s)",
                 s=sid) == [{"answered_by": "ops"}]
     wait_for(lambda: executor.get_session(sid).status == "completed")
     wait_for(lambda: executor.get_session(ownerless).status == "completed")
@@ -286,7 +286,7 @@ def test_sub_agent_sessions_and_forks_take_their_roots_owner(executor):
     forked = admin.fork(executor.database_url, handle.session_id, from_step=1)
 
     owners = rows(executor, "SELECT s.owner FROM helix.sessions s JOIN helix.sessions r ON r.num = s.root_session_num"
-                            " WHERE r.id = :s", s=handle.session_id)
+                            " WHERE r.id = %(s)s", s=handle.session_id)
     assert len(owners) == 2 and {r["owner"] for r in owners} == {"carol"}
     assert executor.get_session(forked.session_id).owner == "carol"
 

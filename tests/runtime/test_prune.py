@@ -44,13 +44,13 @@ class Empty(BaseModel):
 
 def footprint(executor: Any, session_id: str) -> dict[str, int]:
     """How many rows of each helix table belong to the session, and of its DBOS workflows."""
-    counts = {"sessions": len(rows(executor, "SELECT 1 FROM helix.sessions WHERE id = :s", s=session_id))}
+    counts = {"sessions": len(rows(executor, "SELECT 1 FROM helix.sessions WHERE id = %(s)s", s=session_id))}
     for table in TABLES:
         counts[table] = len(rows(executor, f"SELECT 1 FROM helix.{table} t JOIN helix.sessions s ON s.num = t.session_num"
-                                           " WHERE s.id = :s", s=session_id))
+                                           " WHERE s.id = %(s)s", s=session_id))
     pattern = f"helix:{session_id}:run:%"
-    counts["workflows"] = len(rows(executor, "SELECT 1 FROM dbos.workflow_status WHERE workflow_uuid LIKE :p", p=pattern))
-    counts["steps"] = len(rows(executor, "SELECT 1 FROM dbos.operation_outputs WHERE workflow_uuid LIKE :p", p=pattern))
+    counts["workflows"] = len(rows(executor, "SELECT 1 FROM dbos.workflow_status WHERE workflow_uuid LIKE %(p)s", p=pattern))
+    counts["steps"] = len(rows(executor, "SELECT 1 FROM dbos.operation_outputs WHERE workflow_uuid LIKE %(p)s", p=pattern))
     return counts
 
 

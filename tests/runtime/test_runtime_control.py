@@ -186,4 +186,4 @@ def test_abort_of_a_session_that_is_not_running_does_nothing(executor):
     handle.result(timeout=RESULT_TIMEOUT)
     assert executor.abort(handle.session_id) is False
     assert session_status(executor, handle.session_id) == "completed"
-    assert rows(executor, "SELECT status FROM helix.runs WHERE session_num = helix.session_num(:s)", s=handle.session_id) == [{"status": "completed"}]
+    assert rows(executor, "SELECT status FROM helix.runs WHERE session_num = helix.session_num(%(s)s)", s=handle.session_id) == [{"status": "completed"}]

@@ -271,7 +271,7 @@ def test_every_post_commit_hook_kinds_write_is_kept_in_the_state_the_patch_log_a
     assert seen == [{"items": ["pear"], "messages": 2, "after": [], "steps": 0, "done": False}]
     assert executor.get_session(sid).state == AFTER_STEP_2
     assert [executor.get_session(sid, at_step=n).state for n in (1, 2)] == [AFTER_STEP_1, AFTER_STEP_2]
-    log = rows(executor, "SELECT step, part, patch FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY step, part", s=sid)
+    log = rows(executor, "SELECT step, part, patch FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s) ORDER BY step, part", s=sid)
     assert [(r["step"], r["part"]) for r in log] == [(1, 0), (1, 1), (2, 1)]
     assert log[0]["patch"] == [{"op": "add", "path": "/items/-", "value": "pear"}]
     assert sorted(log[2]["patch"], key=lambda op: op["path"]) == [
@@ -294,7 +294,7 @@ def test_a_hook_write_on_a_snapshot_step_is_in_the_snapshot(executor: Any, monke
                          hooks=tally_hooks([]))
     use_model(executor, calls(call("a1", "add", {"name": "pear"})), text("done"))
     handle, _ = run(executor, agent)
-    snapshots = rows(executor, "SELECT step, state FROM helix.state_snapshots WHERE session_num = helix.session_num(:s) AND step > 0"
+    snapshots = rows(executor, "SELECT step, state FROM helix.state_snapshots WHERE session_num = helix.session_num(%(s)s) AND step > 0"
                      " ORDER BY step", s=handle.session_id)
     assert snapshots == [{"step": 1, "state": AFTER_STEP_1}, {"step": 2, "state": AFTER_STEP_2}]
     assert executor.get_session(handle.session_id, at_step=1).state == AFTER_STEP_1
@@ -329,7 +329,7 @@ def test_hooks_that_write_nothing_add_no_step_and_no_patch(executor: Any) -> Non
     assert recorded_steps(handle) == [
         "helix_begin_run", "llm", "tool:add", "llm",
     ]
-    log = rows(executor, "SELECT step, part FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)", s=handle.session_id)
+    log = rows(executor, "SELECT step, part FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s)", s=handle.session_id)
     assert log == [{"step": 1, "part": 0}]
 
 

@@ -288,7 +288,7 @@ def test_error_step_from_a_permanent_llm_error_fails_the_run(executor):
     session = executor.get_session(handle.session_id)
     assert session.status == "failed" and "invalid api key" in session.error
     assert [m.role for m in session.messages] == ["user"]
-    [llm_row] = rows(executor, "SELECT success FROM helix.session_usage(:s)", s=handle.session_id)
+    [llm_row] = rows(executor, "SELECT success FROM helix.session_usage(%(s)s)", s=handle.session_id)
     assert llm_row["success"] is False
 
 

@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 from pydantic import BaseModel
 
@@ -28,7 +27,7 @@ from helix_dbos._durable import workflow
 from helix_dbos._durable.payloads import RunRequest, run_workflow_id
 from helix_dbos._durable.run_claim import claim_run
 from helix_dbos._store import reads
-from helix_dbos._store.engine import to_json
+from helix_dbos._store.statements import to_json
 from helix_dbos.types import AssistantMessage, ParsedToolCall, ToolResultMessage, UserMessage
 from runtime_testkit import (
     RESULT_TIMEOUT,
@@ -40,6 +39,7 @@ from runtime_testkit import (
     result_for,
     rows,
     session_status,
+    statements_run,
     text,
     unique,
     use_model,
@@ -61,9 +61,9 @@ def snapshot(executor: Any, session_id: str) -> dict[str, Any]:
     """Everything a refused call must leave unchanged."""
     return {
         "session": rows(executor, "SELECT status, step_count, run_count, message_count, event_seq, output"
-                        " FROM helix.sessions WHERE id = :s", s=session_id),
-        "messages": rows(executor, "SELECT seq, message FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY seq", s=session_id),
-        "runs": rows(executor, "SELECT run, status FROM helix.runs WHERE session_num = helix.session_num(:s) ORDER BY run", s=session_id),
+                        " FROM helix.sessions WHERE id = %(s)s", s=session_id),
+        "messages": rows(executor, "SELECT seq, message FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s) ORDER BY seq", s=session_id),
+        "runs": rows(executor, "SELECT run, status FROM helix.runs WHERE session_num = helix.session_num(%(s)s) ORDER BY run", s=session_id),
     }
 
 
@@ -114,7 +114,7 @@ def test_the_transcript_keeps_each_message_whole_in_a_row_of_its_own(executor):
     sid = handle.session_id
 
     stored = rows(executor, "SELECT seq, step, message FROM helix.messages"
-                  " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY seq", s=sid)
+                  " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s) ORDER BY seq", s=sid)
     assert [(r["seq"], r["step"]) for r in stored] == [(0, 0), (1, 1), (2, 1), (3, 1), (4, 2)]
     roles = ["user", "assistant", "tool", "tool", "assistant"]
     assert [r["message"]["role"] for r in stored] == roles
@@ -124,10 +124,10 @@ def test_the_transcript_keeps_each_message_whole_in_a_row_of_its_own(executor):
     assert [m.role for m in session.messages] == roles and session.message_count == 5
     assert [m.tool_call_id for m in session.messages if isinstance(m, ToolResultMessage)] == ["c1", "c2"]
 
-    forked = commands.fork(executor.engine, sid, 1)
+    forked = commands.fork(executor.pool, sid, 1)
     assert [m.role for m in executor.get_session(forked.session_id).messages] == roles[:4]
     assert forked.message_count == 4
-    with executor.engine.connect() as conn:
+    with executor.pool.connection() as conn:
         assert [m.role for m in reads.load_messages(conn, sid, before_seq=3)] == roles[:3]
         assert [(e.seq, e.step) for e in reads.transcript(conn, sid)] == [(0, 0), (1, 1), (2, 1), (3, 1), (4, 2)]
 
@@ -152,7 +152,7 @@ def test_a_continued_run_sees_the_transcript_as_the_first_run_s_model_did(execut
     seen_from_database = mock.get_last_input().messages
     assert seen_from_database[:5] == seen_in_memory
     assert seen_from_database[5:] == [AssistantMessage(content="done"), UserMessage(content="more")]
-    forked = commands.fork(executor.engine, sid, 2)
+    forked = commands.fork(executor.pool, sid, 2)
     assert executor.get_session(forked.session_id).messages == executor.get_session(sid).messages[:6]
 
 
@@ -197,12 +197,6 @@ def test_a_run_is_claimed_with_one_statement_which_also_returns_its_history(exec
     """The caller's claim of a new session's run is one statement (``helix.claim_run``);
     claimed again, the run is found, nothing is written, and the same statement returns
     where it began, its queue, the transcript and the state at its start step."""
-    statements: list[str] = []  # of this thread (the engine serves the run's workflow too)
-
-    def count(conn, cursor, statement, *args):  # SQLAlchemy's before_cursor_execute
-        if threading.current_thread() is threading.main_thread():
-            statements.append(statement)
-
     claims: list[int] = []
     claim = commands.claim_started_run
 
@@ -213,10 +207,8 @@ def test_a_run_is_claimed_with_one_statement_which_also_returns_its_history(exec
 
     agent = define_agent(unique("one-claim"), tools=[bump], state_schema=Tally)
     use_model(executor, calls(call("b1", "bump")), text("done"))
-    engines = (executor.engine, executor.runtime.statements)  # the caller claims on the latter
-    for engine in engines:
-        sa.event.listen(engine, "before_cursor_execute", count)
-    try:
+    pools = (executor.pool, executor.runtime.pool, executor.runtime.statements)  # the caller claims on the last
+    with statements_run(*pools, thread=threading.current_thread()) as statements:  # the pools serve the run's workflow too
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(commands, "claim_started_run", counted_claim)
             handle = executor.execute(agent, "go")
@@ -224,13 +216,10 @@ def test_a_run_is_claimed_with_one_statement_which_also_returns_its_history(exec
         assert claims == [1], statements
 
         request = RunRequest(session_id=handle.session_id, run=1, agent_name=agent.name, input="go")
-        with executor.engine.begin() as conn:
+        with executor.pool.connection() as conn, conn.transaction():
             before = len(statements)
             found = claim_run(conn, request, {"n": 0}, context=True)
             assert len(statements) - before == 1
-    finally:
-        for engine in engines:
-            sa.event.remove(engine, "before_cursor_execute", count)
     session = executor.get_session(handle.session_id)
     assert [m.role for m in session.messages] == ["user", "assistant", "tool", "assistant"]  # nothing added
     assert (found.step_count, found.start_seq, found.queue, found.refused) == (0, 1, None, None)  # where it began
@@ -266,24 +255,24 @@ def test_legacy_session_with_an_unpaired_finish_is_healed_when_continued(executo
         UserMessage(content="judge it"),
         AssistantMessage(tool_calls=[ParsedToolCall(id="old-finish", name="__finish__", arguments={"verdict": "ok"})]),
     ]
-    with executor.engine.begin() as conn:
-        conn.exec_driver_sql(
+    with executor.pool.connection() as conn, conn.transaction():
+        conn.execute(
             "INSERT INTO helix.sessions (num, id, agent_name, status, step_count, run_count, message_count, output,"
             " root_session_num) SELECT n, %s, %s, 'completed', 1, 1, 2, %s, n"
             " FROM nextval(pg_get_serial_sequence('helix.sessions', 'num')) AS n",
             (sid, agent.name, to_json({"verdict": "ok"})),
         )
-        conn.exec_driver_sql(
+        conn.execute(
             "INSERT INTO helix.state_snapshots (session_num, step, state) VALUES (helix.session_num(%s), 0, '{}')",
             (sid,),
         )
-        conn.exec_driver_sql(
+        conn.execute(
             "INSERT INTO helix.runs (session_num, run, workflow_id, status, start_step, end_step, start_seq)"
             " VALUES (helix.session_num(%s), 1, %s, 'completed', 0, 1, 1)",
             (sid, f"legacy-{sid}"),
         )
         for seq, message in enumerate(transcript):
-            conn.exec_driver_sql(
+            conn.execute(
                 "INSERT INTO helix.messages (session_num, seq, run, step, message)"
                 " VALUES ((SELECT num FROM helix.sessions WHERE id = %s), %s, 1, %s, %s)",
                 (sid, seq, seq, to_json(message.model_dump(mode="json", exclude_none=True))),
@@ -347,18 +336,15 @@ def test_a_second_execute_racing_the_start_of_a_run_is_refused_not_merged(execut
     first = executor.execute(agent, "first")
     first.result(timeout=RESULT_TIMEOUT)
     sid = first.session_id
-    with ThreadPoolExecutor(1) as pool, executor.engine.connect() as locker:
-        locker.exec_driver_sql("BEGIN")
-        locker.exec_driver_sql("SELECT id FROM helix.sessions WHERE id = %s FOR UPDATE", (sid,))
-        try:
+    with ThreadPoolExecutor(1) as pool, executor.pool.connection() as locker:
+        with locker.transaction(force_rollback=True):
+            locker.execute("SELECT id FROM helix.sessions WHERE id = %s FOR UPDATE", (sid,))
             starting = pool.submit(executor.execute, agent, "second", session_id=sid)  # waits to claim run 2
             wait_for(lambda: DBOS.get_workflow_status(run_workflow_id(sid, 2)) is not None, what="run 2's start")
             try:
                 third = executor.execute(agent, "third", session_id=sid)
             except SessionBusyError:
                 third = None
-        finally:
-            locker.exec_driver_sql("ROLLBACK")
         second = starting.result(timeout=RESULT_TIMEOUT)
     assert second.result(timeout=RESULT_TIMEOUT).output == "answer to second"
     assert third is None, (

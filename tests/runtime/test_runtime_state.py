@@ -86,7 +86,7 @@ def test_state_schema_defaults_are_the_initial_state(executor):
     assert mock.inputs[0].messages[0].content == "owner=nobody count=0"
     assert executor.get_session(handle.session_id, at_step=0).state == defaults
     assert executor.get_session(handle.session_id).state == defaults
-    [snapshot] = rows(executor, "SELECT step, state FROM helix.state_snapshots WHERE session_num = helix.session_num(:s)", s=handle.session_id)
+    [snapshot] = rows(executor, "SELECT step, state FROM helix.state_snapshots WHERE session_num = helix.session_num(%(s)s)", s=handle.session_id)
     assert snapshot == {"step": 0, "state": defaults}
 
 
@@ -126,7 +126,7 @@ def test_refused_state_update_is_the_tools_error_and_the_state_is_unchanged(exec
     assert_paired(messages)
     # The refused step changed nothing: no patch row, the state after it is the one before.
     assert executor.get_session(handle.session_id, at_step=2).state == executor.get_session(handle.session_id, at_step=1).state
-    patched_steps = [r["step"] for r in rows(executor, "SELECT step FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY step", s=handle.session_id)]
+    patched_steps = [r["step"] for r in rows(executor, "SELECT step FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s) ORDER BY step", s=handle.session_id)]
     assert patched_steps == [1, 3]
     assert executor.get_session(handle.session_id).state == {"notes": ["kept"], "count": 3, "owner": {"name": "nobody"}}
 
@@ -167,7 +167,7 @@ def test_patch_log_is_rfc6902_and_replays_to_the_final_state(executor):
     use_model(executor, *SCRIPT)
     handle, _ = run(executor, agent)
     sid = handle.session_id
-    log = rows(executor, "SELECT step, run, patch FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY step", s=sid)
+    log = rows(executor, "SELECT step, run, patch FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s) ORDER BY step", s=sid)
     assert [r["step"] for r in log] == [1, 2, 3]  # step 4 changed nothing
     assert {r["run"] for r in log} == {1}
     for r in log:
@@ -176,7 +176,7 @@ def test_patch_log_is_rfc6902_and_replays_to_the_final_state(executor):
             assert op["op"] in {"add", "remove", "replace", "move", "copy", "test"}
             assert op["path"].startswith("/")
             jsonpatch.JsonPatch([op])  # each op is a valid RFC 6902 operation
-    [initial] = rows(executor, "SELECT state FROM helix.state_snapshots WHERE session_num = helix.session_num(:s) AND step = 0", s=sid)
+    [initial] = rows(executor, "SELECT state FROM helix.state_snapshots WHERE session_num = helix.session_num(%(s)s) AND step = 0", s=sid)
     state = initial["state"]
     for n, r in enumerate(log, start=1):
         state = jsonpatch.apply_patch(state, r["patch"])
@@ -190,7 +190,7 @@ def test_state_rebuilt_from_periodic_snapshots_matches_the_patch_log(executor, m
     use_model(executor, *SCRIPT)
     handle, _ = run(executor, agent)
     sid = handle.session_id
-    snapshots = rows(executor, "SELECT step, state FROM helix.state_snapshots WHERE session_num = helix.session_num(:s) ORDER BY step", s=sid)
+    snapshots = rows(executor, "SELECT step, state FROM helix.state_snapshots WHERE session_num = helix.session_num(%(s)s) ORDER BY step", s=sid)
     assert snapshots == [{"step": n, "state": EXPECTED[n]} for n in (0, 2, 4)]
     assert [executor.get_session(sid, at_step=n).state for n in range(5)] == EXPECTED
 

@@ -166,10 +166,10 @@ def test_a_reader_in_this_process_follows_a_run_live(executor):
 READER_SCRIPT = """
 import json, sys
 from helix_dbos._client.streams import follow_events
-from helix_dbos._store.engine import create_engine
+from helix_dbos._store.pools import create_pool
 
 url, session_id, from_seq = sys.argv[1], sys.argv[2], int(sys.argv[3])
-for event in follow_events(url, session_id, from_seq, engine=create_engine(url), idle_timeout=30):
+for event in follow_events(url, session_id, from_seq, pool=create_pool(url), idle_timeout=30):
     print(json.dumps({"seq": event.seq, "run": event.run, "step": event.step, "type": event.type}), flush=True)
 """
 

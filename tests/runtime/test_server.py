@@ -152,7 +152,7 @@ def test_bad_requests_get_clear_json_errors(executor, ana):
     assert error(ana.post("/interrupt", json={"session_id": "no-such-session"})) == (404, "session_not_found")
     assert error(ana.post("/abort", json={"session_id": "no-such-session"})) == (404, "session_not_found")
     assert error(ana.get("/sessions", params={"limit": "many"})) == (422, "invalid_request")
-    assert not rows(executor, "SELECT 1 FROM helix.sessions WHERE agent_name = :a", a=agent.name)  # nothing written
+    assert not rows(executor, "SELECT 1 FROM helix.sessions WHERE agent_name = %(a)s", a=agent.name)  # nothing written
 
 
 def test_busy_interrupt_resume_and_abort(executor, ana):
@@ -209,7 +209,7 @@ def test_submit_tool_result_approves_as_the_caller_and_refuses_repeats(executor,
     assert (again.status_code, again.json()["error"]) == (409, "already_answered")
     assert submit(tool_call_id="c1", result={"city": "Paris"}).json()["status"] == "accepted"
     wait_for(lambda: ana.get("/status", params={"session_id": sid}).json()["status"] == "completed")
-    answers = rows(executor, "SELECT tool_call_id, answered_by FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)"
+    answers = rows(executor, "SELECT tool_call_id, answered_by FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(s)s)"
                    " ORDER BY tool_call_id", s=sid)
     assert answers == [{"tool_call_id": "c1", "answered_by": None}, {"tool_call_id": "r1", "answered_by": "ana"}]
 
@@ -374,7 +374,7 @@ def test_the_fastapi_example_serves_agents_and_starts_one_from_its_own_workflow(
 
         brief = httpx.post(f"{base}/brief", params={"topic": "durable agents"}, timeout=RESULT_TIMEOUT)
         assert brief.status_code == 200 and brief.json()["sources"] == ["dbos", "postgres"]
-        child = rows(executor, "SELECT status FROM helix.sessions WHERE id LIKE '%-agent-%' AND agent_name = "
+        child = rows(executor, "SELECT status FROM helix.sessions WHERE id LIKE '%%-agent-%%' AND agent_name = "
                      "'demo-researcher' ORDER BY created_at DESC LIMIT 1")
         assert child == [{"status": "completed"}]  # the workflow's agent: a session of its own, derived id
     finally:

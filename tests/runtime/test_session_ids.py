@@ -19,7 +19,7 @@ def test_sessions_started_or_forked_without_an_id_get_time_ordered_ones(executor
     assert first.result(timeout=RESULT_TIMEOUT).status == "completed"
     second = executor.execute(agent, "b")
     assert second.result(timeout=RESULT_TIMEOUT).status == "completed"
-    forked = commands.fork(executor.engine, first.session_id, 1)
+    forked = commands.fork(executor.pool, first.session_id, 1)
 
     assert [uuid.UUID(sid).version for sid in (first.session_id, second.session_id, forked.session_id)] == [7, 7, 7]
     assert first.session_id < second.session_id < forked.session_id

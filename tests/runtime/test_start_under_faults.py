@@ -41,10 +41,9 @@ from helix_dbos._client import commands
 from helix_dbos._client.handle import AgentHandle
 from helix_dbos._client.queues import EnqueuedRun, QueueSettings, RunEnqueuer, register_queue
 from helix_dbos._client.workflows import ClientWorkflows, LocalWorkflows
-from helix_dbos._database import libpq_url
+from helix_dbos._database import libpq_url, render_url
 from helix_dbos._durable.payloads import RunRequest
 from helix_dbos._durable.workflow import agent_run_workflow
-from helix_dbos._store.engine import sqlalchemy_url
 from runtime_testkit import RESULT_TIMEOUT, call, calls, rows, text, unique, use_model, user_input, wait_for
 
 T = TypeVar("T")
@@ -131,14 +130,14 @@ def calls_in_a_storm(
 
 def run_workflows(executor: Any, session_id: str) -> list[str]:
     """The ids of the session's run workflows in DBOS (not their waiters and continuations)."""
-    found = rows(executor, "SELECT workflow_uuid FROM dbos.workflow_status WHERE workflow_uuid LIKE :p",
+    found = rows(executor, "SELECT workflow_uuid FROM dbos.workflow_status WHERE workflow_uuid LIKE %(p)s",
                  p=f"helix:{session_id}:run:%")
     return sorted(r["workflow_uuid"] for r in found if re.fullmatch(r"helix:.+:run:\d+", r["workflow_uuid"]))
 
 
 def run_numbers(executor: Any, session_id: str) -> list[int]:
     """The session's run numbers in ``helix.runs``."""
-    return [r["run"] for r in rows(executor, "SELECT run FROM helix.runs WHERE session_num = helix.session_num(:s) ORDER BY run",
+    return [r["run"] for r in rows(executor, "SELECT run FROM helix.runs WHERE session_num = helix.session_num(%(s)s) ORDER BY run",
                                    s=session_id)]
 
 
@@ -391,7 +390,7 @@ def test_approvals_in_a_storm_are_taken_once_each_or_raise_a_helix_error(
         mine = [o for s, o in zip(answered, outcomes) if s == handle.session_id]
         assert_taken_once(mine + [executor.submit_tool_result(handle.session_id, approval).status])
         assert handle.result(timeout=STORM_RESULT_TIMEOUT).status == "completed"
-        answers = rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)",
+        answers = rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(s)s)",
                        s=handle.session_id)
         assert answers == [{"answered_by": "storm"}]
     assert sorted(ledger.ran) == sorted(h.session_id for h in handles)
@@ -401,9 +400,9 @@ def test_approvals_in_a_storm_are_taken_once_each_or_raise_a_helix_error(
 
 
 def lost_connection_error(url: str) -> sa.exc.OperationalError:
-    """The error a caller sees when the server ends its connection mid-call: a real one,
-    from a connection whose backend was just terminated."""
-    engine = sa.create_engine(sqlalchemy_url(url), poolclass=sa.NullPool)
+    """The error a caller of DBOS (which runs on SQLAlchemy) sees when the server ends its
+    connection mid-call: a real one, from a connection whose backend was just terminated."""
+    engine = sa.create_engine(render_url(url, drivername="postgresql+psycopg"), poolclass=sa.NullPool)
     try:
         with engine.connect() as conn:
             pid = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
@@ -420,7 +419,7 @@ def lost_connection_error(url: str) -> sa.exc.OperationalError:
 def request_for(executor: Any, agent: Any, input: str = "go") -> RunRequest:
     """The request of a new session's first run (nothing written yet)."""
     executor.register(agent)
-    return commands.plan_run(executor.engine, agent.name, input)
+    return commands.plan_run(executor.pool, agent.name, input)
 
 
 def start_workflow(request: RunRequest) -> Any:
@@ -541,7 +540,7 @@ class CommitThenDisconnect(psycopg.Connection):  # type: ignore[type-arg]
 
     armed = threading.Event()
     url = ""
-    """The database the connections are made to (set by :func:`engine_losing_a_commit`)."""
+    """The database the connections are made to (set by :func:`workflows_losing_a_commit`)."""
 
     def commit(self) -> None:
         super().commit()
@@ -552,16 +551,19 @@ class CommitThenDisconnect(psycopg.Connection):  # type: ignore[type-arg]
 
 
 @contextmanager
-def engine_losing_a_commit(url: str) -> Iterator[sa.Engine]:
-    """An engine on ``url`` whose next commit, once ``CommitThenDisconnect.armed`` is set,
-    commits and then fails with a lost connection."""
+def workflows_losing_a_commit(url: str) -> Iterator[LocalWorkflows]:
+    """Workflows on ``url`` whose next transaction (the one an answer is recorded and sent
+    in) commits, once ``CommitThenDisconnect.armed`` is set, and then fails with a lost
+    connection."""
     CommitThenDisconnect.url = url
-    engine = sa.create_engine(sqlalchemy_url(url), creator=lambda: CommitThenDisconnect.connect(libpq_url(url)))
-    try:
-        yield engine
-    finally:
-        CommitThenDisconnect.armed.clear()
-        engine.dispose()
+    with LocalWorkflows(url) as workflows:
+        workflows._engine = sa.create_engine(
+            render_url(url, drivername="postgresql+psycopg"), creator=lambda: CommitThenDisconnect.connect(libpq_url(url))
+        )
+        try:
+            yield workflows
+        finally:
+            CommitThenDisconnect.armed.clear()
 
 
 def test_an_answer_whose_commit_went_through_before_its_connection_broke_is_accepted(
@@ -573,14 +575,14 @@ def test_an_answer_whose_commit_went_through_before_its_connection_broke_is_acce
     [handle] = parked_sessions(executor, agent, 1)
     approval = ApprovalResponse(tool_call_id="c1", approved=True, approver="ana")
 
-    with engine_losing_a_commit(database_url) as engine, LocalWorkflows(database_url) as workflows:
+    with workflows_losing_a_commit(database_url) as workflows:
         CommitThenDisconnect.armed.set()
-        outcome = commands.answer(engine, workflows, handle.session_id, approval)
+        outcome = commands.answer(executor.pool, workflows, handle.session_id, approval)
         assert not CommitThenDisconnect.armed.is_set(), "the answer's commit never lost its connection"
         assert outcome.status == "accepted"
-        assert commands.answer(engine, workflows, handle.session_id, approval).status == "already_answered"
+        assert commands.answer(executor.pool, workflows, handle.session_id, approval).status == "already_answered"
 
     assert handle.result(timeout=RESULT_TIMEOUT).status == "completed"
     assert ledger.ran == [handle.session_id]
-    assert rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)",
+    assert rows(executor, "SELECT answered_by FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(s)s)",
                 s=handle.session_id) == [{"answered_by": "ana"}]

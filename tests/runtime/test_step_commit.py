@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, events, rows, text, unique, use_model, wait_for
 
@@ -24,10 +23,10 @@ from helix_dbos.types import AssistantMessage
 def counts(executor: Any, session_id: str) -> dict[str, int]:
     """How many rows the session has in each table a commit writes to."""
     where = {
-        "messages": "helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)",
-        "events": "helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)",
-        "state_patches": "helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)",
-        "usage": "helix.session_usage(:s)",
+        "messages": "helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s)",
+        "events": "helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s)",
+        "state_patches": "helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s)",
+        "usage": "helix.session_usage(%(s)s)",
     }
     return {table: rows(executor, f"SELECT count(*) AS n FROM {rows_of}", s=session_id)[0]["n"]
             for table, rows_of in where.items()}
@@ -72,7 +71,7 @@ def test_a_replayed_commit_of_the_step_an_interrupt_ended_still_says_interrupted
 
     assert (outcome.replayed, outcome.interrupted) == (True, True)
     assert counts(executor, handle.session_id) == before
-    keys = [r["key"] for r in rows(executor, "SELECT key FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) AND type = 'interrupted'",
+    keys = [r["key"] for r in rows(executor, "SELECT key FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s) AND type = 'interrupted'",
                                    s=handle.session_id)]
     assert keys == ["1.1.interrupted"]
 
@@ -108,7 +107,7 @@ def test_a_fresh_commit_of_a_step_whose_events_the_stream_holds_writes_each_even
     outcome = executor.runtime.commit_step(StepCommit(session_id=sid, run=1, step=1, events=[known, finish], fresh=True))
 
     assert outcome == CommitOutcome()
-    stream = rows(executor, "SELECT seq, key FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)"
+    stream = rows(executor, "SELECT seq, key FROM helix.events WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s)"
                             " ORDER BY seq", s=sid)
     keys = [r["key"] for r in stream if r["key"] is not None]
     assert sorted(keys) == sorted(set(keys)) and keys.count("1.1.call:g1") == 1 and "1.1.step_finish" in keys
@@ -129,7 +128,7 @@ def test_a_committed_step_leaves_no_tool_attempt_of_its_calls_while_a_running_on
     def attempts() -> list[tuple[int, str]]:
         return [(r["step"], r["tool_call_id"]) for r in rows(
             executor, "SELECT step, tool_call_id FROM helix.tool_attempts"
-                      " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY step", s=handle.session_id)]
+                      " WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s) ORDER BY step", s=handle.session_id)]
 
     gate.wait_entered()
     running = sorted(attempts())
@@ -144,13 +143,13 @@ def commit_as_previous_release(executor: Any, commit: StepCommit) -> dict[str, A
     without the statuses Python decides."""
     payload = commit.to_json_payload()
     del payload["status"], payload["status_if_interrupted"]
-    with executor.engine.begin() as conn:
-        return dict(conn.execute(sa.text("SELECT helix.commit_step(CAST(:p AS jsonb))"), {"p": json.dumps(payload)}).scalar_one())
+    with executor.pool.connection() as conn:
+        return dict(conn.execute("SELECT helix.commit_step(CAST(%(p)s AS jsonb))", {"p": json.dumps(payload)}).fetchone()[0])
 
 
 def session_and_run_status(executor: Any, session_id: str) -> tuple[str, str]:
     row = rows(executor, "SELECT s.status, r.status AS run_status FROM helix.sessions s"
-                         " JOIN helix.runs r ON r.session_num = s.num AND r.run = s.run_count WHERE s.id = :s", s=session_id)[0]
+                         " JOIN helix.runs r ON r.session_num = s.num AND r.run = s.run_count WHERE s.id = %(s)s", s=session_id)[0]
     return row["status"], row["run_status"]
 
 

@@ -118,7 +118,7 @@ def test_an_approval_inside_a_child_is_pending_under_the_root_and_another_proces
     assert session_status(executor, child_id) == "completed"
     assert_paired(executor.get_session(child_id).messages)
     assert_paired(executor.get_session(root).messages)
-    audit = rows(executor, "SELECT answered_by, approved FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)", s=child_id)
+    audit = rows(executor, "SELECT answered_by, approved FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(s)s)", s=child_id)
     assert audit == [{"answered_by": "ops", "approved": True}]
     # The request and its answer show in the parent's stream, tagged with the child.
     tagged = [e["data"]["event"]["type"] for e in events(executor, root) if e["type"] == "subagent_event"]
@@ -190,7 +190,7 @@ def test_abort_of_the_parent_cancels_a_child_waiting_for_approval(executor):
     assert (session_status(executor, root), session_status(executor, child_id)) == ("aborted", "aborted")
     assert wait_for(lambda: DBOS.get_workflow_status(waiter).status == "CANCELLED", what="the child's waiter cancelled")
     assert executor.list_pending(root) == []
-    assert [r["status"] for r in rows(executor, "SELECT status FROM helix.pending_tool_calls WHERE session_num = helix.session_num(:s)",
+    assert [r["status"] for r in rows(executor, "SELECT status FROM helix.pending_tool_calls WHERE session_num = helix.session_num(%(s)s)",
                                       s=child_id)] == ["cancelled"]
     assert ledger == []
 
@@ -214,7 +214,7 @@ def test_interrupt_of_the_parent_reaches_a_running_child_then_the_parent_stops(e
 
     assert executor.interrupt(root) is True
     flags = {r["id"]: r["interrupt_requested"] for r in rows(
-        executor, "SELECT id, interrupt_requested FROM helix.sessions WHERE root_session_num = helix.session_num(:r)", r=root)}
+        executor, "SELECT id, interrupt_requested FROM helix.sessions WHERE root_session_num = helix.session_num(%(r)s)", r=root)}
     assert flags == {root: True, child_id: True}
     gate.open()
     result = handle.result(timeout=RESULT_TIMEOUT)

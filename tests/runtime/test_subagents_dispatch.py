@@ -99,7 +99,7 @@ def test_one_child_returns_its_output_as_the_tool_result_and_keeps_its_own_sessi
     # The parent is offered the sub-agent as a tool with the default input schema.
     spec = next(t for t in mock.inputs[0].tools if t.name == tool_name)
     assert spec.parameters["required"] == ["input"]
-    assert [r["id"] for r in rows(executor, "SELECT id FROM helix.sessions WHERE root_session_num = helix.session_num(:r) ORDER BY id",
+    assert [r["id"] for r in rows(executor, "SELECT id FROM helix.sessions WHERE root_session_num = helix.session_num(%(r)s) ORDER BY id",
                                   r=handle.session_id)] == sorted([handle.session_id, child_id])
 
 
@@ -149,7 +149,7 @@ def test_parallel_children_one_failing_siblings_finish_and_results_stay_in_call_
     assert json.loads(results[2].content) == 'done three: {"worked":"three"}'
     assert "failed" in results[1].content and "child two broke" in results[1].content
     statuses = {r["id"]: r["status"] for r in rows(
-        executor, "SELECT id, status FROM helix.sessions WHERE parent_session_num = helix.session_num(:p)", p=handle.session_id)}
+        executor, "SELECT id, status FROM helix.sessions WHERE parent_session_num = helix.session_num(%(p)s)", p=handle.session_id)}
     assert statuses == {
         sub(handle.session_id, "c1"): "completed",
         sub(handle.session_id, "c2"): "failed",
@@ -222,7 +222,7 @@ def test_three_levels_outputs_flow_back_up_and_every_level_records_the_root(exec
     lineage = {r["id"]: (r["agent_name"], r["status"], r["parent_session_id"], r["root_session_id"]) for r in rows(
         executor, "SELECT s.id, s.agent_name, s.status, p.id AS parent_session_id, r.id AS root_session_id"
         " FROM helix.sessions s JOIN helix.sessions r ON r.num = s.root_session_num"
-        " LEFT JOIN helix.sessions p ON p.num = s.parent_session_num WHERE r.id = :r", r=root)}
+        " LEFT JOIN helix.sessions p ON p.num = s.parent_session_num WHERE r.id = %(r)s", r=root)}
     assert lineage == {
         root: (parent.name, "completed", None, root),
         middle_id: (child.name, "completed", root, root),
@@ -296,7 +296,7 @@ def test_a_child_has_its_own_state_and_its_events_are_tagged_into_the_parent_str
     assert executor.get_session(handle.session_id).state == {"count": 1}
     assert executor.get_session(child_id).state == {"items": ["remember this"]}
     assert seen_by_child == [{"items": []}]
-    assert not rows(executor, "SELECT 1 FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :p) AND patch::text LIKE '%items%'",
+    assert not rows(executor, "SELECT 1 FROM helix.state_patches WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(p)s) AND patch::text LIKE '%%items%%'",
                     p=handle.session_id)
     # The child's tool calls live in the child's transcript only.
     parent_messages = executor.get_session(handle.session_id).messages
@@ -357,7 +357,7 @@ def test_dispatch_failures_become_error_results_with_an_error_log_and_the_parent
     assert "input" in bad.content and "required" in bad.content.lower()
     assert (ok.tool_call_id, ok.is_error, json.loads(ok.content)) == ("ok1", False, "helped")
     # Only the valid call got a child session.
-    assert [r["id"] for r in rows(executor, "SELECT id FROM helix.sessions WHERE parent_session_num = helix.session_num(:p)",
+    assert [r["id"] for r in rows(executor, "SELECT id FROM helix.sessions WHERE parent_session_num = helix.session_num(%(p)s)",
                                   p=handle.session_id)] == [sub(handle.session_id, "ok1")]
     failures = [r for r in caplog.records if r.name == "helix_dbos" and r.levelno == logging.ERROR
                 and handle.session_id in r.getMessage()]

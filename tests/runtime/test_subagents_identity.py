@@ -41,13 +41,13 @@ SECRET = "the other user's private answer"
 def snapshot(executor: Any, session_id: str) -> dict[str, Any]:
     """Everything stored for a session."""
     return {
-        "session": rows(executor, "SELECT * FROM helix.sessions WHERE id = :s", s=session_id),
-        "messages": rows(executor, "SELECT * FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY seq", s=session_id),
-        "runs": rows(executor, "SELECT * FROM helix.runs WHERE session_num = helix.session_num(:s) ORDER BY run", s=session_id),
+        "session": rows(executor, "SELECT * FROM helix.sessions WHERE id = %(s)s", s=session_id),
+        "messages": rows(executor, "SELECT * FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s) ORDER BY seq", s=session_id),
+        "runs": rows(executor, "SELECT * FROM helix.runs WHERE session_num = helix.session_num(%(s)s) ORDER BY run", s=session_id),
         "events": events(executor, session_id),
-        "snapshots": rows(executor, "SELECT * FROM helix.state_snapshots WHERE session_num = helix.session_num(:s)", s=session_id),
-        "usage": rows(executor, f"SELECT * FROM helix.session_usage(:s) ORDER BY {USAGE_ORDER}", s=session_id),
-        "workflows": rows(executor, "SELECT workflow_uuid, status FROM dbos.workflow_status WHERE workflow_uuid LIKE :w"
+        "snapshots": rows(executor, "SELECT * FROM helix.state_snapshots WHERE session_num = helix.session_num(%(s)s)", s=session_id),
+        "usage": rows(executor, f"SELECT * FROM helix.session_usage(%(s)s) ORDER BY {USAGE_ORDER}", s=session_id),
+        "workflows": rows(executor, "SELECT workflow_uuid, status FROM dbos.workflow_status WHERE workflow_uuid LIKE %(w)s"
                           " ORDER BY workflow_uuid", w=f"helix:{session_id}:%"),
     }
 

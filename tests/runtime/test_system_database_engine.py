@@ -52,5 +52,5 @@ def test_a_run_whose_connections_all_die_mid_step_completes_with_each_step_once(
     assert killed > 0
     assert (result.status, result.output, result.step_count) == ("completed", "end", 2)
     assert gate.calls == 1
-    stored = rows(executor, "SELECT message->>'role' AS role FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s) ORDER BY seq", s=handle.session_id)
+    stored = rows(executor, "SELECT message->>'role' AS role FROM helix.messages WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s) ORDER BY seq", s=handle.session_id)
     assert [r["role"] for r in stored] == ["user", "assistant", "tool", "assistant"]

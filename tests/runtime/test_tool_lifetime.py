@@ -226,7 +226,7 @@ def test_a_tool_that_finishes_after_an_abort_is_not_run_again_by_a_resume(
 
     def recorded() -> list[dict[str, Any]]:
         return rows(executor, "SELECT tool_call_id, outcome->'result' AS result FROM helix.tool_outcomes"
-                    " WHERE session_num = helix.session_num(:s)", s=handle.session_id)
+                    " WHERE session_num = helix.session_num(%(s)s)", s=handle.session_id)
 
     wait_for(lambda: recorded() != [], timeout=RESULT_TIMEOUT, what="the tool to finish after the abort")
     assert recorded() == [{"tool_call_id": "p1", "result": {"paid": 1}}]
@@ -244,4 +244,4 @@ def test_a_tool_that_finishes_after_an_abort_is_not_run_again_by_a_resume(
     assert_paired(messages)
     assert result_for(messages, "p1").content == '{"paid":1}'
     # The committed step's checkpoints hold the outcome now: its record is gone.
-    assert rows(executor, "SELECT 1 FROM helix.tool_outcomes WHERE session_num = helix.session_num(:s)", s=handle.session_id) == []
+    assert rows(executor, "SELECT 1 FROM helix.tool_outcomes WHERE session_num = helix.session_num(%(s)s)", s=handle.session_id) == []

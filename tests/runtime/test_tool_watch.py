@@ -9,33 +9,27 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import sqlalchemy as sa
-from runtime_testkit import wait_for
+from runtime_testkit import statements_run, wait_for
 
 from helix_dbos._durable.tool_execution.watch import POLL_SECONDS, RunWatch
-from helix_dbos._store.engine import create_engine
+from helix_dbos._store.pools import Pool, create_pool
 from helix_dbos.tools import AbortSignal
 
 
 @contextmanager
-def watched_engine(executor) -> Iterator[tuple[sa.Engine, list[str]]]:
-    """An engine of its own on the test's database, and the statements it runs."""
-    engine = create_engine(executor.engine.url.render_as_string(hide_password=False))
-    statements: list[str] = []
-
-    def record(conn, cursor, statement, parameters, context, executemany) -> None:
-        statements.append(statement)
-
-    sa.event.listen(engine, "before_cursor_execute", record)
+def watched_pool(executor) -> Iterator[tuple[Pool, list[str]]]:
+    """A pool of its own on the test's database, and the statements it runs."""
+    pool = create_pool(executor.database_url)
     try:
-        yield engine, statements
+        with statements_run(pool) as statements:
+            yield pool, statements
     finally:
-        engine.dispose()
+        pool.close()
 
 
 def test_a_call_that_ends_within_the_poll_interval_costs_no_read(executor):
-    with watched_engine(executor) as (engine, statements):
-        watch = RunWatch(engine)
+    with watched_pool(executor) as (pool, statements):
+        watch = RunWatch(pool)
         for _ in range(3):
             with watch.watching("no-such-session", 1, AbortSignal()):
                 time.sleep(POLL_SECONDS / 10)
@@ -44,8 +38,8 @@ def test_a_call_that_ends_within_the_poll_interval_costs_no_read(executor):
 
 
 def test_a_longer_call_is_told_that_its_run_no_longer_holds_the_session(executor):
-    with watched_engine(executor) as (engine, statements):
-        watch = RunWatch(engine)
+    with watched_pool(executor) as (pool, statements):
+        watch = RunWatch(pool)
         signal = AbortSignal()
         with watch.watching("no-such-session", 1, signal):
             wait_for(signal.is_set, timeout=POLL_SECONDS * 10, what="the abort signal")

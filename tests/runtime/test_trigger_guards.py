@@ -46,18 +46,18 @@ def helix_side_broken(executor: Any, session_id: str) -> Iterator[Callable[[], i
     """While open, helix's triggers on DBOS's tables fail for ``session_id``'s runs; yields
     how many times they failed so far."""
     name = unique("break").replace("-", "_")
-    with executor.engine.begin() as conn:
-        conn.exec_driver_sql(BREAK.format(name=name, prefix=f"helix:{session_id}:"))
+    with executor.pool.connection() as conn, conn.transaction():
+        conn.execute(BREAK.format(name=name, prefix=f"helix:{session_id}:"))
 
     def failures() -> int:
-        with executor.engine.connect() as conn:
-            return int(conn.exec_driver_sql(f"SELECT last_value - 1 + is_called::int FROM public.{name}_failures").scalar_one())
+        with executor.pool.connection() as conn:
+            return int(conn.execute(f"SELECT last_value - 1 + is_called::int FROM public.{name}_failures").fetchone()[0])
 
     try:
         yield failures
     finally:
-        with executor.engine.begin() as conn:
-            conn.exec_driver_sql(REPAIR.format(name=name))
+        with executor.pool.connection() as conn, conn.transaction():
+            conn.execute(REPAIR.format(name=name))
 
 
 class Refund(BaseModel):
@@ -79,7 +79,7 @@ def refunding_agent(executor: Any, refunded: list[int]) -> AgentConfig:
 def run_workflow(executor: Any, session_id: str) -> str | None:
     """The workflow helix says holds the session's first run (None before the run exists)."""
     found = rows(executor, "SELECT workflow_id FROM helix.runs WHERE run = 1"
-                           " AND session_num = (SELECT num FROM helix.sessions WHERE id = :s)", s=session_id)
+                           " AND session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s)", s=session_id)
     return found[0]["workflow_id"] if found else None
 
 

@@ -73,7 +73,7 @@ def completed(handle: Any) -> Any:
 def assert_no_unstorable_rows(executor: Any, session_id: str) -> None:
     """Nothing stored for the session holds a NUL or a lone surrogate (jsonb could not)."""
     for table, column in (("messages", "message"), ("events", "data")):
-        sql = f"SELECT {column}::text AS t FROM helix.{table} WHERE session_num = (SELECT num FROM helix.sessions WHERE id = :s)"
+        sql = f"SELECT {column}::text AS t FROM helix.{table} WHERE session_num = (SELECT num FROM helix.sessions WHERE id = %(s)s)"
         for row in rows(executor, sql, s=session_id):
             assert "\\u0000" not in row["t"] and "\\ud8" not in row["t"], row
 
@@ -189,7 +189,7 @@ def test_unstorable_user_input_is_refused_and_the_session_id_stays_usable(execut
         executor.execute(agent, f"hi{bad}there", session_id=sid)
     with pytest.raises(SessionNotFoundError):
         executor.get_session(sid)
-    assert rows(executor, "SELECT workflow_uuid FROM dbos.workflow_status WHERE workflow_uuid LIKE :w",
+    assert rows(executor, "SELECT workflow_uuid FROM dbos.workflow_status WHERE workflow_uuid LIKE %(w)s",
                 w=f"helix:{sid}:%") == []
 
     handle = executor.execute(agent, "hi there", session_id=sid)
@@ -231,7 +231,7 @@ def wait_pending(executor: Any, session_id: str, call_id: str) -> None:
 
 
 def answers(executor: Any, session_id: str) -> list[dict[str, Any]]:
-    return rows(executor, "SELECT tool_call_id, approved, reason FROM helix.tool_call_answers WHERE session_num = helix.session_num(:s)",
+    return rows(executor, "SELECT tool_call_id, approved, reason FROM helix.tool_call_answers WHERE session_num = helix.session_num(%(s)s)",
                 s=session_id)
 
 

@@ -6,11 +6,13 @@ made: which session a message goes to, which run number it starts, what the mode
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 from dbos import SQLAlchemyDatasource
+from psycopg import Connection
 from pydantic import BaseModel
 
 from helix_dbos import companions as spec
@@ -19,10 +21,10 @@ from helix_dbos._durable.payloads import run_workflow_id
 from helix_dbos.events import AbortedEvent
 from helix_dbos._store import companion_rows as rows
 from helix_dbos._store import reads, writes
+from helix_dbos._store.pools import datasource_transaction
 from helix_dbos.types import ACTIVE_STATUSES, SessionStatus, UserMessage
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_READ_COMMITTED: Final = "READ COMMITTED"
 
 
 class Delivery(BaseModel):
@@ -42,21 +44,18 @@ class CompanionSteps:
     """The checkpointed transactions of the companion tools (one set per process)."""
 
     def __init__(self, datasource: SQLAlchemyDatasource, agent: Callable[[str], AgentConfig]) -> None:
-        self._datasource = datasource
+        transaction = functools.partial(datasource_transaction, datasource)
+        self.deliver = transaction("helix_companion_deliver")(self._deliver)
+        self.view = transaction("helix_companion_view")(self._view)
+        self.terminate = transaction("helix_companion_terminate")(self._terminate)
+        self.collected = transaction("helix_companion_collected")(self._collected)
+        self.notices = transaction("helix_companion_notices")(self._notices)
         self._agent = agent
-        transaction = datasource.transaction
-        self.deliver = transaction(name="helix_companion_deliver", isolation_level=_READ_COMMITTED)(self._deliver)
-        self.view = transaction(name="helix_companion_view", isolation_level=_READ_COMMITTED)(self._view)
-        self.terminate = transaction(name="helix_companion_terminate", isolation_level=_READ_COMMITTED)(self._terminate)
-        self.collected = transaction(name="helix_companion_collected", isolation_level=_READ_COMMITTED)(self._collected)
-        self.notices = transaction(name="helix_companion_notices", isolation_level=_READ_COMMITTED)(self._notices)
 
-    def _conn(self) -> Any:
-        return self._datasource.sql_session().connection()
-
-    def _deliver(self, scope_agent: str, parent: str, root: str, agent_type: str | None, name: str | None) -> dict[str, Any]:
+    def _deliver(
+        self, conn: Connection[Any], scope_agent: str, parent: str, root: str, agent_type: str | None, name: str | None
+    ) -> dict[str, Any]:
         """Find or create the companion a message goes to (``agent_type`` set: spawnAgent)."""
-        conn = self._conn()
         if name is not None and not _NAME.fullmatch(name):
             return _refused(f"a companion name is 1-64 letters, digits, '_' or '-', not {name!r}")
         found = rows.find(conn, parent, name) if name is not None else None
@@ -97,10 +96,9 @@ class CompanionSteps:
             raise ValueError(f"agent {scope_agent!r} no longer has persistent agent {agent_type!r}")
         return persistent.agent.name
 
-    def _view(self, parent: str, name: str | None) -> dict[str, Any]:
+    def _view(self, conn: Connection[Any], parent: str, name: str | None) -> dict[str, Any]:
         """The companions (``name`` None) or one of them, as the model sees them, and the
         workflow of a named one's run in progress."""
-        conn = self._conn()
         if name is None:
             return {"children": [c.view() for c in rows.list_for(conn, parent)]}
         found = rows.find(conn, parent, name)
@@ -110,8 +108,7 @@ class CompanionSteps:
         workflow = reads.run_workflow(conn, found.child_session_id, found.run_count) if running else None
         return {"child": found.view(), "workflow_id": workflow, "run": found.run_count}
 
-    def _terminate(self, parent: str, name: str, reason: str) -> dict[str, Any]:
-        conn = self._conn()
+    def _terminate(self, conn: Connection[Any], parent: str, name: str, reason: str) -> dict[str, Any]:
         found = rows.find(conn, parent, name)
         if found is None:
             return {"error": f"there is no companion named {name!r}"}
@@ -124,11 +121,11 @@ class CompanionSteps:
         workflow = reads.run_workflow(conn, found.child_session_id, found.run_count)
         return {"child": {**found.view(), "status": "aborted"}, "workflow_id": workflow}
 
-    def _collected(self, child: str, child_run: int, run: int, step: int) -> None:
-        rows.mark_delivered(self._conn(), child, child_run, run, step)
+    def _collected(self, conn: Connection[Any], child: str, child_run: int, run: int, step: int) -> None:
+        rows.mark_delivered(conn, child, child_run, run, step)
 
-    def _notices(self, parent: str, run: int, step: int) -> list[dict[str, Any]]:
-        taken = rows.take_notices(self._conn(), parent, run, step)
+    def _notices(self, conn: Connection[Any], parent: str, run: int, step: int) -> list[dict[str, Any]]:
+        taken = rows.take_notices(conn, parent, run, step)
         return [UserMessage(content=spec.notice_text(n.name, n.status, n.output, n.error)).model_dump(mode="json")
                 for n in taken]
 
@@ -137,7 +134,7 @@ def _refused(why: str) -> dict[str, Any]:
     return Delivery(refused=why).model_dump(mode="json")
 
 
-def _auto_name(conn: Any, parent: str, agent_type: str) -> str:
+def _auto_name(conn: Connection[Any], parent: str, agent_type: str) -> str:
     """``<agentType>-<n>``: the next counter of that type not taken by a given name."""
     counter = rows.count_of_type(conn, parent, agent_type) + 1
     while rows.find(conn, parent, f"{agent_type}-{counter}") is not None:

@@ -32,7 +32,8 @@ from helix_dbos.events import SubAgentEventEvent, SubAgentFinishEvent, SubAgentS
 from helix_dbos.orchestration import create_sub_agent_result_message
 from helix_dbos.remote import RemoteSubAgentSpec, remote_session_id
 from helix_dbos._store import reads
-from helix_dbos._store.records import KeyedEvent
+from helix_dbos._store.pools import Pool
+from helix_dbos._store.records import KeyedEvent, SessionRecord
 from helix_dbos._text import storable
 from helix_dbos.types import ACTIVE_STATUSES, SUB_AGENT_TOOL_PREFIX, ParsedSubAgentCall, ToolResultMessage
 
@@ -143,7 +144,7 @@ async def _send_on_stop(client: httpx.AsyncClient, spec: RemoteSubAgentSpec, chi
     runtime = current_runtime()
     interrupted = False
     while True:
-        row = await asyncio.to_thread(_parent_row, runtime.engine, parent)
+        row = await asyncio.to_thread(_parent_row, runtime.pool, parent)
         if row is not None and row.status == "aborted":
             await _best_effort(client, f"{spec.url}/abort", spec, {"session_id": child, "reason": "its parent was aborted"})
             return
@@ -152,8 +153,8 @@ async def _send_on_stop(client: httpx.AsyncClient, spec: RemoteSubAgentSpec, chi
         await asyncio.sleep(WATCH_SECONDS)
 
 
-def _parent_row(engine: Any, parent: str) -> Any:
-    with engine.connect() as conn:
+def _parent_row(pool: Pool, parent: str) -> SessionRecord | None:
+    with pool.connection() as conn:
         return reads.get_session_row(conn, parent)
 
 

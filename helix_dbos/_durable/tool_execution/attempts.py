@@ -42,7 +42,7 @@ def begin_attempt(runtime: AgentRuntime, job: ToolJob, agent: AgentConfig, tool_
     attempt = _attempt(job)
 
     def record() -> list[str]:
-        with runtime.statements.connect() as conn:
+        with runtime.statements.connection() as conn:
             lost = lost_attempts(conn, attempt) if job.ran_before else []
             if len(lost) < agent.max_worker_losses:
                 start_attempts(conn, [attempt])
@@ -63,7 +63,7 @@ def record_attempts(runtime: AgentRuntime, jobs: Sequence[ToolJob]) -> None:
     assert not any(job.ran_before for job in jobs)
 
     def record() -> None:
-        with runtime.statements.connect() as conn:
+        with runtime.statements.connection() as conn:
             start_attempts(conn, [_attempt(job) for job in jobs])
 
     retry_transient(record)

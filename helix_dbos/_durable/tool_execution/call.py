@@ -96,7 +96,7 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
 
     tracker = StateTracker(job.base_state, array_delta_mode=True, schema=agent.state_schema)
     live = LiveState(tracker, runtime.deltas, job.session_id, job.run, job.step, job.call.id, tool.name)
-    memory = ToolMemory(runtime.engine, runtime.embedder, job.session_id, job.call.id)
+    memory = ToolMemory(runtime.pool, runtime.embedder, job.session_id, job.call.id)
     ctx = ToolContext(job.session_id, job.call.id, agent.name, job.step, live, emit=emit, memory=memory)
     call = ToolCall(tool, job.call, ctx, tracker, key, events, run=job.run, log=runtime.log)
     try:

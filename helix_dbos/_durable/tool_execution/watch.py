@@ -7,7 +7,7 @@ this process, one watcher thread reads those rows for their runs every
 first waits, so a call that ends within :data:`POLL_SECONDS` costs no read, and it stops
 when no call runs, so an idle worker reads nothing::
 
-    watch = RunWatch(engine)
+    watch = RunWatch(pool)
     with watch.watching(session_id, run, signal):
         ...  # signal.reason becomes "interrupt" or "abort" when the run is told to stop
 """
@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import cast
 
-import sqlalchemy as sa
 
 from helix_dbos._store import reads
+from helix_dbos._store.pools import Pool
 from helix_dbos.tools import AbortReason, AbortSignal
 
 logger = logging.getLogger("helix_dbos")
@@ -37,8 +37,8 @@ RunKey = tuple[str, int]
 class RunWatch:
     """The running tool calls of this process, by run, and the thread that watches them."""
 
-    def __init__(self, engine: sa.Engine) -> None:
-        self.engine = engine
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
         self._lock = threading.Lock()
         self._signals: dict[RunKey, list[AbortSignal]] = {}
         self._thread: threading.Thread | None = None
@@ -70,7 +70,7 @@ class RunWatch:
                     return
                 keys = list(self._signals)
             try:
-                with self.engine.connect() as conn:
+                with self.pool.connection() as conn:
                     stopped = reads.stopped_runs(conn, keys)
             except Exception as exc:  # a connection fault: try again next round
                 logger.debug("could not read the runs of running tools: %s", exc)

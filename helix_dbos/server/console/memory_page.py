@@ -24,7 +24,7 @@ async def memory(request: Request) -> Response:
         return render(request, "missing.html", status_code=404, message="no such page")
     prefix = request.query_params.get("prefix", "")[:MAX_QUERY_CHARS]
     query = request.query_params.get("q", "")[:MAX_QUERY_CHARS]
-    store = MemoryStore(engine=_executor(request).engine)
+    store = MemoryStore(pool=_executor(request).pool)
 
     def read() -> dict[str, Any]:
         found: dict[str, Any] = {"status": store.status(), "namespaces": store.namespaces(), "hits": [], "error": None}

@@ -289,7 +289,7 @@ async def control(request: Request) -> Response:
             done = executor.abort(session_id, f"aborted from the console by {_approver(request)}")
             return "Aborted." if done else "The session has no run in progress."
         if action == "resume":
-            with executor.engine.connect() as conn:
+            with executor.pool.connection() as conn:
                 agent = commands.require_session(conn, session_id).agent_name
             return f"Resumed: run {executor.resume(agent, session_id).run} started."
         raise HelixError(f"unknown action {action!r}")
