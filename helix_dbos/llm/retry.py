@@ -22,6 +22,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from typing import TypeGuard
 
 from pydantic import BaseModel
 
@@ -95,11 +96,17 @@ async def _one_call(
     attempt: int,
     on_delta: Callable[[int, Delta], None] | None,
 ) -> tuple[StepResult, Usage]:
-    if on_delta is None or not isinstance(adapter, StreamingLLMAdapter):
+    if on_delta is None or not _streams(adapter):
         return await adapter.generate_step(messages, tools, llm_config, output_schema)
     return await adapter.stream_step(
         messages, tools, llm_config, output_schema, lambda delta: on_delta(attempt, delta)
     )
+
+
+def _streams(adapter: LLMAdapter) -> TypeGuard[StreamingLLMAdapter]:
+    """Whether ``adapter`` streams (has ``stream_step``): what ``isinstance(adapter,
+    StreamingLLMAdapter)`` says, without the protocol check's cost on every model call."""
+    return callable(getattr(adapter, "stream_step", None))
 
 
 def backoff_delay(attempt: int, base_delay: float, max_delay: float, retry_after: float | None = None) -> float:

@@ -7,7 +7,8 @@ regex), or that kills its process (a segfault, the OOM killer), takes its worker
 each time it runs; without a bound every live worker would adopt the run in turn and
 lose itself to it. The tool step asks before it runs the body::
 
-    await asyncio.to_thread(begin_attempt, runtime, job, agent, tool.name)   # or ToolCallLostError
+    if not job.attempt_recorded:
+        await asyncio.to_thread(begin_attempt, runtime, job, agent, tool.name)   # or ToolCallLostError
 
 A step's parallel calls that all start at once, in the run's first execution (nothing to
 count), are recorded together before their tool steps begin, in one statement::
@@ -34,11 +35,10 @@ from helix_dbos.errors import ToolCallLostError
 def begin_attempt(runtime: AgentRuntime, job: ToolJob, agent: AgentConfig, tool_name: str) -> None:
     """Record that this process starts the call's body; raise :class:`ToolCallLostError`
     (recording nothing) when the run already lost ``agent.max_worker_losses`` workers with
-    this call in flight. Only a step that may have run before (``job.ran_before``) counts;
-    an attempt recorded with the step's other calls (``job.attempt_recorded``) is not
-    recorded again."""
-    if job.attempt_recorded:
-        return
+    this call in flight. Only a step that may have run before (``job.ran_before``) counts.
+    The tool step does not call it for an attempt recorded with the step's other calls
+    (``job.attempt_recorded``)."""
+    assert not job.attempt_recorded
     attempt = _attempt(job)
 
     def record() -> list[str]:

@@ -107,7 +107,8 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
         refused = call.failed(exc)
         observe.tool_call_refused(tool.name, job.call.id, refused.error or "")
         return tool_checkpoint(refused)
-    await asyncio.to_thread(begin_attempt, runtime, job, agent, tool.name)  # or ToolCallLostError: the run fails
+    if not job.attempt_recorded:  # recorded with the step's other calls (``record_attempts``)
+        await asyncio.to_thread(begin_attempt, runtime, job, agent, tool.name)  # or ToolCallLostError: the run fails
     await fire_hook(agent.hooks, "before_tool", job.call, ctx)
 
     def recorded(outcome: ToolOutcome) -> RecordedOutcome:
