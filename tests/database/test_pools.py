@@ -5,19 +5,9 @@ from __future__ import annotations
 
 import threading
 
-import psycopg
+from backends import terminate_other_backends
 
-from helix_dbos._database import libpq_url
 from helix_dbos._store.pools import Pool, create_pool
-
-
-def terminate_others(url: str) -> int:
-    """Terminate every other backend of the database at ``url``, waiting for each to be gone."""
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        return conn.execute(
-            "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        ).fetchone()[0]
 
 
 def fill(pool: Pool, size: int) -> None:
@@ -41,7 +31,7 @@ def test_a_pool_whose_idle_connections_were_all_terminated_hands_out_a_live_one_
     try:
         fill(pool, 3)
         assert pool.get_stats()["pool_available"] == 3
-        assert terminate_others(fresh_database_url) == 3
+        assert terminate_other_backends(fresh_database_url) == 3
         # psycopg_pool's own check would wait 1 s, then 2 s between the dead ones: past 2 s
         with pool.connection(timeout=2.0) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)

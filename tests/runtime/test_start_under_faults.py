@@ -44,6 +44,7 @@ from helix_dbos._client.workflows import ClientWorkflows, LocalWorkflows
 from helix_dbos._database import libpq_url, render_url
 from helix_dbos._durable.payloads import RunRequest
 from helix_dbos._durable.workflow import agent_run_workflow
+from backends import terminate_other_backends
 from runtime_testkit import RESULT_TIMEOUT, call, calls, rows, text, unique, use_model, user_input, wait_for
 
 T = TypeVar("T")
@@ -62,17 +63,6 @@ RETRY_LOG = "transient database error"
 
 
 # --- the storm --------------------------------------------------------------------------------
-
-
-def terminate(url: str, where: str, *params: Any) -> int:
-    """Terminate the backends of the database at ``url`` that match ``where``, waiting for
-    each to be gone; how many there were."""
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        return conn.execute(
-            "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity"
-            f" WHERE datname = current_database() AND pid <> pg_backend_pid() AND {where}",
-            params,
-        ).fetchone()[0]
 
 
 class Storm:
@@ -406,7 +396,7 @@ def lost_connection_error(url: str) -> sa.exc.OperationalError:
     try:
         with engine.connect() as conn:
             pid = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
-            terminate(url, "pid = %s", pid)
+            terminate_other_backends(url, "pid = %s", pid)
             try:
                 conn.execute(sa.text("SELECT 1"))
             except sa.exc.OperationalError as exc:
@@ -546,7 +536,7 @@ class CommitThenDisconnect(psycopg.Connection):  # type: ignore[type-arg]
         super().commit()
         if CommitThenDisconnect.armed.is_set():
             CommitThenDisconnect.armed.clear()
-            terminate(CommitThenDisconnect.url, "pid = %s", self.info.backend_pid)
+            terminate_other_backends(CommitThenDisconnect.url, "pid = %s", self.info.backend_pid)
             self.execute("SELECT 1")  # the server ended this connection: raises
 
 

@@ -8,21 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg
+from backends import terminate_other_backends
 from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, rows, text, unique, use_model
 
 from helix_dbos import define_agent
 from helix_dbos._client.launcher import dbos_config
-from helix_dbos._database import libpq_url
-
-
-def terminate_other_backends(url: str) -> int:
-    """End every other connection to the test's own database; how many there were."""
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        return conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        ).fetchone()[0]
 
 
 def test_the_config_turns_the_ping_off_and_takes_the_apps_engine_settings_over_it() -> None:
