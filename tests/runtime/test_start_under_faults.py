@@ -44,7 +44,7 @@ from helix_dbos._client.workflows import ClientWorkflows, LocalWorkflows
 from helix_dbos._database import libpq_url, render_url
 from helix_dbos._durable.payloads import RunRequest
 from helix_dbos._durable.workflow import agent_run_workflow
-from backends import terminate_other_backends
+from backends import database_clock, terminate_other_backends, wait_for_dbos_listener
 from runtime_testkit import RESULT_TIMEOUT, call, calls, rows, text, unique, use_model, user_input, wait_for
 
 T = TypeVar("T")
@@ -81,8 +81,13 @@ class Storm:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop; a last round waits for the backends to be gone, then for DBOS to listen
+        again, so that what is sent next reaches this process's waiters."""
         self._stop.set()
         self._thread.join()
+        since = database_clock(self.url)
+        terminate_other_backends(self.url)
+        wait_for_dbos_listener(self.url, since)
 
     def _run(self) -> None:
         with psycopg.connect(libpq_url(self.url), autocommit=True) as conn:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends import terminate_other_backends
+from backends import database_clock, terminate_other_backends, wait_for_dbos_listener
 from runtime_testkit import RESULT_TIMEOUT, Gate, call, calls, rows, text, unique, use_model
 
 from helix_dbos import define_agent
@@ -35,9 +35,11 @@ def test_a_run_whose_connections_all_die_mid_step_completes_with_each_step_once(
     handle = executor.execute(agent, "go")
     gate.wait_entered()
 
+    since = database_clock(database_url)
     killed = terminate_other_backends(database_url)  # DBOS's pooled connections among them
     gate.open()
     result = handle.result(timeout=RESULT_TIMEOUT)
+    wait_for_dbos_listener(database_url, since)  # for the next test's messages
 
     assert killed > 0
     assert (result.status, result.output, result.step_count) == ("completed", "end", 2)
