@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import BaseModel
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 from chromium import headless_chromium
@@ -265,7 +266,9 @@ def browser(base: str) -> Iterator[Any]:
 
 
 def until(browser: Any, condition: Any, what: str) -> Any:
-    return WebDriverWait(browser, RESULT_TIMEOUT).until(condition, message=f"waited for {what}")
+    """Wait for ``condition``; an element the page re-rendered while it was read is read again."""
+    waiting = WebDriverWait(browser, RESULT_TIMEOUT, ignored_exceptions=[StaleElementReferenceException])
+    return waiting.until(condition, message=f"waited for {what}")
 
 
 def by_id(browser: Any, element_id: str) -> Any:

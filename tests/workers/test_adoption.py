@@ -203,11 +203,13 @@ def test_a_frozen_worker_is_adopted_and_fenced_when_it_wakes(url: str, procs: li
 def test_a_restart_with_the_same_id_keeps_dbos_recovery_and_is_not_adopted(url: str, procs: list[Proc]):
     """A stable executor id restarted at once takes its lease over; DBOS's recovery at
     launch resumes its runs and no other worker adopts them."""
+    slow_start = {"HELIX_LEASE_TTL": "120", "HELIX_LEASE_RENEW": "2"}  # a restart however slow is not adopted
     with RunEnqueuer(url) as enqueuer:
-        a, b, runs = two_busy_workers(url, procs, enqueuer, "--executor-id", "stable-a")
+        a, b, runs = two_busy_workers(url, procs, enqueuer, "--executor-id", "stable-a", env=slow_start)
         a.kill()
         stopped_at = time.monotonic()
-        again = start_worker(url, executor_id="stable-a", concurrency=RUNS // 2, work_seconds=TOOL_SECONDS)
+        again = start_worker(url, executor_id="stable-a", concurrency=RUNS // 2, work_seconds=TOOL_SECONDS,
+                             env=slow_start)
         procs.append(again)
         again.listening()
         all_complete(enqueuer, runs, stopped_at)

@@ -32,10 +32,10 @@ PER_WORKER = 3  # 3 workers x 3 > 5: only the global limit keeps runs at 5
 
 def worker(
     url: str, executor_id: str, command: str = "worker", *extra: str, concurrency: int = PER_WORKER,
-    work_seconds: float = WORK_SECONDS,
+    work_seconds: float = WORK_SECONDS, env: dict[str, str] | None = None,
 ) -> Proc:
     return start_worker(url, *extra, executor_id=executor_id, command=command, concurrency=concurrency,
-                        global_limit=GLOBAL_LIMIT, work_seconds=work_seconds)
+                        global_limit=GLOBAL_LIMIT, work_seconds=work_seconds, env=env)
 
 
 def max_overlap(intervals: list[tuple[float, float]]) -> int:
@@ -65,11 +65,13 @@ def test_queue_settings_and_rate_limit_parse():
 
 
 def test_sixty_sessions_on_three_workers_survive_a_killed_worker(url: str, procs: list[Proc]):
-    first = worker(url, "w1")
+    # Leases long enough that no worker adopts w2's runs before the recovery command takes them.
+    slow_start = {"HELIX_LEASE_TTL": "120", "HELIX_LEASE_RENEW": "2"}
+    first = worker(url, "w1", env=slow_start)
     procs.append(first)
     first.wait_for("worker w1 listening")  # creates the DBOS tables before the others start
-    victim = worker(url, "w2")
-    third = worker(url, "w3")
+    victim = worker(url, "w2", env=slow_start)
+    third = worker(url, "w3", env=slow_start)
     procs += [victim, third]
     victim.wait_for("worker w2 listening")
     third.wait_for("worker w3 listening")
@@ -102,7 +104,7 @@ def test_sixty_sessions_on_three_workers_survive_a_killed_worker(url: str, procs
             }
         assert orphaned, "the killed worker left no PENDING runs"
 
-        rescuer = worker(url, "rescuer", "recover", "--executor", "w2")
+        rescuer = worker(url, "rescuer", "recover", "--executor", "w2", env=slow_start)
         procs.append(rescuer)
         line = rescuer.wait_for("recovered ")
         assert line.startswith(f"recovered {len(orphaned)} runs of executor w2"), line
