@@ -17,15 +17,17 @@ before and after the runs, then counts 11 more seconds of quiet and takes out DB
 polling at that rate: the same count as ``bench.py``'s. Nothing else in the copies changes.
 
 The scripts run interleaved, ``--rounds`` times, each on a fresh database of its own on the
-server of --database-url; the table shows medians. A row under helix's is its floor: a copy
-of helix's script whose measured runs are ``bench.py``'s bare DBOS workflow, the same DBOS
-calls per turn with empty bodies (an ``llm`` step, two tool steps in parallel but on the
-last turn, one plain statement for the step commit). Pydantic AI runs with its tools as
-DBOS steps (``TOOLS_AS_STEPS=1``) and at K = 20 only (its default request limit is 50
-turns). helix's DBOS config turns off DBOS's ping before each use of a pooled connection
-(``helix_dbos._client.launcher.SYSTEM_DATABASE_ENGINE``); so that the comparison shows what
-that setting does and what helix does, Pydantic AI also runs from a copy of its script with
-the same setting.
+server of --database-url; the table shows medians, and below it, round by round, the
+ratio of a helix turn at K = 20 to its floor and to Pydantic AI + DBOS's: the systems of
+one round run minutes apart, so these show how far a round's noise reaches. A row under
+helix's is its floor: a copy of helix's script whose measured runs are ``bench.py``'s
+bare DBOS workflow, the same DBOS calls per turn with empty bodies (an ``llm`` step, two
+tool steps in parallel but on the last turn, one plain statement for the step commit).
+Pydantic AI runs with its tools as DBOS steps (``TOOLS_AS_STEPS=1``) and at K = 20 only
+(its default request limit is 50 turns). helix's DBOS config turns off DBOS's ping before
+each use of a pooled connection (``helix_dbos._client.launcher.SYSTEM_DATABASE_ENGINE``);
+so that the comparison shows what that setting does and what helix does, Pydantic AI also
+runs from a copy of its script with the same setting.
 
 The peers' dependencies go into a virtualenv of their own (``$HELIX_PEERS_VENV``, default
 ``~/.cache/helix-peers``), created on first use; helix runs from this checkout's venv.
@@ -158,26 +160,45 @@ def run_once(
     return tuple(float(value) for value in found.groups())
 
 
-def run(server_url: str, peers_dir: Path, rounds: int, runs: int = 10) -> list[tuple[str, int, tuple[float, float, float]]]:
+Samples = dict[int, list[tuple[float, ...]]]
+"""Each row of :data:`RUNS` (by index): its figures (us/turn, commits/turn, bytes/turn), one per round."""
+
+COMPARED = (0, [(2, "its floor"), (3, "Pydantic AI + DBOS")])
+"""The ratios printed per round: helix at K = 20 (a row of :data:`RUNS`) to each of these rows."""
+
+
+def run(server_url: str, peers_dir: Path, rounds: int, runs: int = 10) -> Samples:
     pythons = {"helix": Path(sys.executable), "peers": peers_python()}
-    samples: dict[int, list[tuple[float, ...]]] = {n: [] for n in range(len(RUNS))}
+    samples: Samples = {n: [] for n in range(len(RUNS))}
     with tempfile.TemporaryDirectory() as tmp:
         scripts = {name: peer_copy(peers_dir, Path(tmp), name) for name in COPIES}
         for _ in range(rounds):
             for n, (_, script, turns, env, python) in enumerate(RUNS):
                 path = scripts[script]
                 samples[n].append(run_once(path, pythons[python], server_url, turns, runs, env))
-    return [
-        (label, turns, tuple(statistics.median(s[i] for s in samples[n]) for i in range(3)))  # type: ignore[misc]
-        for n, (label, _, turns, _, _) in enumerate(RUNS)
-    ]
+    return samples
 
 
-def report(rows: list[tuple[str, int, tuple[float, float, float]]], rounds: int) -> None:
+def round_ratios(samples: Samples, row: int, other: int) -> list[float]:
+    """Time per turn of ``row`` over that of ``other``, in each round: the two ran minutes
+    apart, so the spread of these shows how far one round's noise reaches.
+
+        >>> round_ratios({0: [(12.0, 9.5, 4900.0), (15.0, 9.5, 4900.0)], 2: [(10.0, 6.4, 980.0), (10.0, 6.4, 980.0)]}, 0, 2)
+        [1.2, 1.5]
+    """
+    return [ours[0] / theirs[0] for ours, theirs in zip(samples[row], samples[other])]
+
+
+def report(samples: Samples, rounds: int) -> None:
     print(f"side by side, the peers' workload and harness (medians of {rounds} interleaved rounds)")
     print(f"{'system':<36} {'K':>3} {'us/turn':>9} {'commits/turn':>13} {'bytes/turn':>11}")
-    for label, turns, (us, commits, size) in rows:
+    for n, (label, _, turns, _, _) in enumerate(RUNS):
+        us, commits, size = (statistics.median(s[i] for s in samples[n]) for i in range(3))
         print(f"{label:<36} {turns:>3} {us:>9.0f} {commits:>13.1f} {size:>11.0f}")
+    row, others = COMPARED
+    for other, name in others:
+        ratios = " ".join(f"{r:.2f}x" for r in round_ratios(samples, row, other))
+        print(f"helix-dbos K=20 to {name}, round by round: {ratios}")
 
 
 def main() -> None:
