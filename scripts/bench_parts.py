@@ -7,9 +7,9 @@ The workload and the floor are ``bench.py``'s (K turns of two parallel tool call
 appending to the state, then ``__finish__``; an instant model). The variants replace a
 part of helix for the measurement only, so their runs are not what helix would store:
 
-- ``no attempt record``: the insert of the turn's tool attempts, made before the tools
-  start so that ``max_worker_losses`` can count a call that takes its worker down, is
-  skipped;
+- ``no attempt record``: the insert of the turn's tool attempts, started as the tools'
+  steps begin and waited for by each body so that ``max_worker_losses`` can count a call
+  that takes its worker down, does nothing;
 - ``commit a bare statement``: the step commit runs the floor's bare statement instead of
   ``helix.commit_step`` (the step's messages, state patch and events are not built or
   written);

@@ -11,6 +11,7 @@ small and plain. Everything a person reads lives as JSON in the ``helix`` schema
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import json
@@ -184,9 +185,10 @@ class ToolJob:
     ran_before: bool = True
     """Whether an earlier execution of the run's workflow may have run this step; when not,
     no outcome can be recorded for it and the step does not look for one."""
-    attempt_recorded: bool = False
-    """Whether this process recorded its attempt at the call before the step began (with
-    the step's other calls, ``_durable/tool_execution/attempts.py``)."""
+    attempt_record: asyncio.Future[None] | None = None
+    """This process's record of its attempt at the call, made with the step's other calls
+    while their steps begin (``_durable/tool_execution/attempts.py``): the body waits for
+    it. None when the step records its attempt itself."""
 
     @functools.cached_property
     def key(self) -> CallKey:

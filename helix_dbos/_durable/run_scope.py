@@ -52,10 +52,10 @@ class RunScope:
         assert found is not None, f"the loop only schedules known tools, not {name!r}"
         return found
 
-    def job(self, step_no: int, call: ParsedToolCall, base_state: Any, attempt_recorded: bool = False) -> ToolJob:
+    def job(self, step_no: int, call: ParsedToolCall, base_state: Any) -> ToolJob:
         return ToolJob(
             self.agent.name, self.session_id, self.request.run, step_no, call, base_state,
-            ran_before=not self.first_execution, attempt_recorded=attempt_recorded,
+            ran_before=not self.first_execution,
         )
 
     def hook_context(self, step_no: int, state: Any) -> HookContext:

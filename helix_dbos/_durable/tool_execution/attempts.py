@@ -7,13 +7,15 @@ regex), or that kills its process (a segfault, the OOM killer), takes its worker
 each time it runs; without a bound every live worker would adopt the run in turn and
 lose itself to it. The tool step asks before it runs the body::
 
-    if not job.attempt_recorded:
-        await asyncio.to_thread(begin_attempt, runtime, job, agent, tool.name)   # or ToolCallLostError
+    await asyncio.to_thread(begin_attempt, runtime, job, agent, tool.name)   # or ToolCallLostError
 
 A step's parallel calls that all start at once, in the run's first execution (nothing to
-count), are recorded together before their tool steps begin, in one statement::
+count), are recorded together in one statement, started as their tool steps begin; each
+body waits for that record instead::
 
-    await asyncio.to_thread(record_attempts, runtime, jobs)   # then each job.attempt_recorded
+    record = asyncio.ensure_future(asyncio.to_thread(record_attempts, runtime, jobs))
+    ...                                    # each job.attempt_record is record
+    await job.attempt_record               # in the tool step, before the body
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ def begin_attempt(runtime: AgentRuntime, job: ToolJob, agent: AgentConfig, tool_
     (recording nothing) when the run already lost ``agent.max_worker_losses`` workers with
     this call in flight. Only a step that may have run before (``job.ran_before``) counts.
     The tool step does not call it for an attempt recorded with the step's other calls
-    (``job.attempt_recorded``)."""
-    assert not job.attempt_recorded
+    (``job.attempt_record``)."""
+    assert job.attempt_record is None
     attempt = _attempt(job)
 
     def record() -> list[str]:

@@ -107,7 +107,9 @@ async def run_tool(job: ToolJob) -> dict[str, Any]:
         refused = call.failed(exc)
         observe.tool_call_refused(tool.name, job.call.id, refused.error or "")
         return tool_checkpoint(refused)
-    if not job.attempt_recorded:  # recorded with the step's other calls (``record_attempts``)
+    if job.attempt_record is not None:  # recorded with the step's other calls (``record_attempts``)
+        await job.attempt_record
+    else:
         await asyncio.to_thread(begin_attempt, runtime, job, agent, tool.name)  # or ToolCallLostError: the run fails
     await fire_hook(agent.hooks, "before_tool", job.call, ctx)
 

@@ -61,13 +61,15 @@ async def start_parallel(
 ) -> list[ToolOutcome]:
     """Run calls concurrently under the agent's cap; their step ids are reserved first, in
     call order. When they all start at once in the run's first execution, their attempts
-    are recorded first, together (``record_attempts``)."""
+    are recorded together (``record_attempts``) while their steps begin, and each body
+    waits for that record."""
     reservations = [DBOS.reserve_step() for _ in calls]
     cap = max(1, scope.agent.max_tool_concurrency)
-    together = scope.first_execution and 1 < len(calls) <= cap
-    jobs = [scope.job(step_no, call, base_state, attempt_recorded=together) for call in calls]
-    if together:
-        await asyncio.to_thread(record_attempts, current_runtime(), jobs)
+    jobs = [scope.job(step_no, call, base_state) for call in calls]
+    if scope.first_execution and 1 < len(calls) <= cap:
+        record = _record_together(jobs)
+        for job in jobs:
+            job.attempt_record = record
     limit = asyncio.Semaphore(cap)
 
     async def run_one(reservation: Any, job: ToolJob) -> ToolOutcome:
@@ -75,6 +77,21 @@ async def start_parallel(
             return await _checkpointed(job, reservation.run_async, events)
 
     return list(await asyncio.gather(*(run_one(r, job) for r, job in zip(reservations, jobs))))
+
+
+def _record_together(jobs: list[ToolJob]) -> asyncio.Future[None]:
+    """Start recording this process's attempts at the jobs' calls in one statement, off
+    the loop; the future ends as the record does (a failure reaches each body that waits)."""
+    record = asyncio.ensure_future(asyncio.to_thread(record_attempts, current_runtime(), jobs))
+    record.add_done_callback(_observed)
+    return record
+
+
+def _observed(record: asyncio.Future[None]) -> None:
+    """Mark the record's failure seen: when no body waited for it (each call's input was
+    refused, or the run stopped first), it is no error of the run's."""
+    if not record.cancelled():
+        record.exception()
 
 
 async def run_tool_step(
