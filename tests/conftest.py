@@ -110,6 +110,7 @@ def _start_rank(item: pytest.Item) -> int:
     return RUN_FIRST.index(path) if path in RUN_FIRST else len(RUN_FIRST)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks set here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test: ``fault`` and ``process`` by its directory, ``process`` also when its
     module uses subprocesses, ``browser`` by its name, ``db`` when it depends on the
