@@ -4,9 +4,10 @@ connection of its own, and its async twin :func:`follow_events_async` on the pro
 shared listener and pool (:class:`~helix_dbos._client.live.LiveStreams`), taking each
 read the same way (:func:`take_page`).
 
-Events are rows of ``helix.events``,
-written as they happen (a step's ``step_start`` before its model call, a tool's result
-when the tool ends: docs/architecture.md, "The durable event stream"); a trigger sends ``NOTIFY helix_events, '<session id>'``. A reader
+Events are rows of ``helix.events``, written as they happen (a step's ``step_start``
+before its model call, a tool's result when the tool ends: docs/architecture.md, "The
+durable event stream"); the transaction that writes them sends ``NOTIFY helix_events,
+'<session id>'`` (``helix.insert_events``, the stream's one writer). A reader
 blocks on the notification and reads what is new, so it never busy-polls. Deltas are never
 stored: the LLM step publishes each on the session's own channel
 (``helix_dbos._store.delta_channels``), and a reader with ``deltas=True`` LISTENs there too and
